@@ -1,0 +1,184 @@
+// The Loader: a DataLoader whose workers write batches straight into a ring
+// of shared memory and whose iterator hands them out without copying.
+//
+//   auto dataset = ringloader::Dataset::image_folder("/data/train");
+//   ringloader::LoaderOptions options;
+//   options.batch_size = 64;
+//   options.num_workers = 4;
+//   ringloader::Loader loader(dataset, pipeline, options);
+//   for (int epoch = 0; epoch < 10; ++epoch) {
+//     loader.set_epoch(epoch);
+//     for (ringloader::Batch& batch : loader) {
+//       train_step(batch.data, batch.target);  // tensors alias the ring
+//     }
+//   }
+//
+// Each batch's tensors alias one ring slot. The slot goes back to the workers
+// when the last tensor that aliases it is destroyed (a lease), so memory is
+// fixed at construction: ring_slots batches, never more. Keep fewer than
+// ring_slots batches alive at once; the iterator throws LeaseError rather
+// than wait forever if every slot is held. Clone a tensor to keep it longer.
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "ringloader/dataset.h"
+#include "ringloader/errors.h"
+#include "ringloader/transforms.h"
+
+namespace ringloader {
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
+  // intra_op_threads cores); > 0 spawns that many worker processes.
+  int num_workers = 0;
+  // Batches in the ring (K). 0 picks max(2, 2 * num_workers).
+  int ring_slots = 0;
+  bool shuffle = false;
+  bool drop_last = false;
+  // Seeds the per-epoch shuffle and every sample's augmentation stream.
+  uint64_t seed = 0;
+  // Threads that decode the samples of one batch in parallel, per worker
+  // process (or in the trainer with num_workers = 0). 0 = all cores when
+  // num_workers = 0, else 1.
+  int intra_op_threads = 0;
+  // Images with more pixels are refused before decoding (decompression bombs).
+  int64_t max_image_pixels = 178956970;
+  // Path of the ringloader-worker executable. Empty: the one installed next
+  // to libringloader, or $RINGLOADER_WORKER.
+  std::string worker_executable;
+  // How long the iterator waits for one batch before it checks the workers
+  // (alive, not hung) again. Only a wait with no live worker is an error.
+  double poll_interval_s = 0.1;
+  // > 0: next() raises WorkerError after waiting this long for one batch
+  // (torch's DataLoader timeout). 0 waits as long as workers are alive.
+  double timeout_s = 0;
+  // Most samples an epoch may list through set_order() (a sampler drawing
+  // with replacement can list more than the dataset holds). 0: dataset size.
+  int64_t max_samples_per_epoch = 0;
+
+  // --- GPU stage (used when built with the CUDA Toolkit and a GPU exists) ---
+  // "cpu" keeps batches on the host. "cuda" / "cuda:N" copies each ready
+  // batch into one of `device_slots` buffers on GPU N, on a dedicated copy
+  // stream; the current stream waits on the copy's event (no host sync).
+  // Throws OptionError at construction if that device cannot be used.
+  std::string device = "cpu";
+  int device_slots = 3;
+  // Page-lock the ring (cudaHostRegister) when CUDA is present, so copies
+  // run at full PCIe speed. Workers never touch CUDA either way.
+  bool pin_memory = true;
+  // On-device finishing for uint8 pipelines (no ToTensor): the GPU converts
+  // to float32 CHW, scales by 1/255 and normalizes with these per-channel
+  // values, so the copy moves 4x fewer bytes. Empty: batches stay uint8.
+  std::vector<double> device_normalize_mean;
+  std::vector<double> device_normalize_std;
+};
+
+// One batch. `data` is [N, C, H, W] (CHW samples) or [N, H, W, C] (HWC
+// samples), `target` is int64 [N]. Both alias the ring slot.
+struct Batch {
+  torch::Tensor data;
+  torch::Tensor target;
+  int64_t epoch = 0;
+  int64_t index = 0;  // batch index within the epoch
+  // Dataset indices of the samples, in order.
+  std::vector<int64_t> sample_indices;
+};
+
+// Where time went, summed over the loader's life. Worker figures are summed
+// over workers (so they can exceed wall time).
+struct LoaderStats {
+  int64_t batches = 0;
+  int64_t samples = 0;
+  double wall_s = 0;         // since construction
+  double read_s = 0;         // reading files
+  double decode_s = 0;       // decoding images
+  double transform_s = 0;    // running the pipeline into the slot
+  double slot_wait_s = 0;    // workers waiting for a free slot
+  double trainer_wait_s = 0; // the trainer waiting for a ready batch (stall)
+  int workers = 0;
+  int ring_slots = 0;
+  size_t ring_bytes = 0;
+  bool ring_pinned = false;   // cudaHostRegister succeeded
+  int64_t device_batches = 0; // batches copied to a GPU
+  std::string to_string() const;
+};
+
+class Loader {
+ public:
+  // Validates everything here (OptionError / IoError), creates the ring and
+  // spawns the workers, which live until the Loader is destroyed.
+  Loader(Dataset dataset, Pipeline pipeline, LoaderOptions options);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Like DistributedSampler.set_epoch: the next iteration uses this epoch's
+  // shuffle and augmentation. Without a call, each iteration advances it.
+  void set_epoch(int64_t epoch);
+
+  // Replaces the built-in sampler for the next epoch started: its batches
+  // take these dataset indices in this order (like passing a sampler to
+  // torch's DataLoader). Throws OptionError for an index outside the dataset
+  // or more than max_samples_per_epoch indices.
+  void set_order(std::vector<int64_t> indices);
+
+  // Batches per epoch (len(DataLoader)).
+  int64_t size() const;
+  const SampleShape& sample_shape() const;
+  const LoaderOptions& options() const;
+  LoaderStats stats() const;
+  // PIDs of the live worker processes.
+  std::vector<int> worker_pids() const;
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Batch*;
+    using reference = Batch&;
+
+    Iterator() = default;
+    Batch& operator*() { return current_; }
+    Batch* operator->() { return &current_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& other) const {
+      return done() == other.done();
+    }
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    friend class Loader;
+    explicit Iterator(Loader* loader);
+    bool done() const { return loader_ == nullptr; }
+    Loader* loader_ = nullptr;
+    Batch current_;
+  };
+
+  // Starts an epoch. Starting a new one abandons the previous epoch's
+  // remaining batches (they are cancelled, not decoded).
+  Iterator begin();
+  Iterator end() { return Iterator(); }
+
+  // For callers that pull batches instead of iterating (bindings, custom
+  // loops): begin_epoch() starts an epoch like begin() without taking its
+  // first batch; next() returns the next batch, or nullopt at the epoch's end.
+  void begin_epoch();
+  std::optional<Batch> next();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringloader

@@ -1,0 +1,8 @@
+// ringloader: the whole public C++ API.
+#pragma once
+
+#include "ringloader/dataset.h"
+#include "ringloader/errors.h"
+#include "ringloader/loader.h"
+#include "ringloader/random.h"
+#include "ringloader/transforms.h"

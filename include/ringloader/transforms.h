@@ -1,0 +1,119 @@
+// Transform pipelines, spelled like torchvision.transforms.
+//
+// A Pipeline is plain data: a list of ops, each a name and JSON parameters with
+// torchvision's names and defaults. The trainer validates it at Loader
+// construction (unknown op, bad parameter, output size that is not fixed all
+// throw OptionError there) and ships its JSON to spawned workers, which
+// rebuild it. Ops run on 8-bit images (HWC); ToTensor / PILToTensor end the
+// image part and decide the sample's dtype and layout:
+//   no tensor op   -> uint8,   HWC  (channels last)
+//   PILToTensor()  -> uint8,   CHW
+//   ToTensor()     -> float32, CHW, scaled to [0, 1]; Normalize may follow.
+//
+//   ringloader::Pipeline pipeline{
+//       ringloader::RandomResizedCrop(224), ringloader::RandomHorizontalFlip(),
+//       ringloader::ToTensor(),
+//       ringloader::Normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225})};
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringloader {
+
+// One op: torchvision's class name and its parameters.
+struct Op {
+  std::string name;
+  nlohmann::json params = nlohmann::json::object();
+};
+
+enum class DType : uint8_t { kUInt8 = 0, kFloat32 = 1 };
+enum class Layout : uint8_t { kHWC = 0, kCHW = 1 };
+
+// The fixed shape of one transformed sample; a batch is N of these.
+struct SampleShape {
+  int channels = 0;
+  int height = 0;
+  int width = 0;
+  DType dtype = DType::kUInt8;
+  Layout layout = Layout::kHWC;
+
+  size_t element_size() const { return dtype == DType::kFloat32 ? 4 : 1; }
+  size_t bytes() const {
+    return static_cast<size_t>(channels) * height * width * element_size();
+  }
+  bool operator==(const SampleShape& o) const {
+    return channels == o.channels && height == o.height && width == o.width &&
+           dtype == o.dtype && layout == o.layout;
+  }
+};
+
+// How decoded images are converted before the first op, like PIL's
+// Image.convert(mode): "RGB" (3 channels) or "L" (1 channel).
+enum class ColorMode : uint8_t { kRGB = 0, kGray = 1 };
+
+class Pipeline {
+ public:
+  Pipeline() = default;
+  Pipeline(std::initializer_list<Op> ops) : ops_(ops) {}
+  explicit Pipeline(std::vector<Op> ops) : ops_(std::move(ops)) {}
+
+  Pipeline& add(Op op) {
+    ops_.push_back(std::move(op));
+    return *this;
+  }
+  const std::vector<Op>& ops() const { return ops_; }
+
+  // [{"op": "Resize", "size": [256], ...}, ...]
+  nlohmann::json to_json() const;
+  // Throws OptionError naming the op and parameter that is wrong.
+  static Pipeline from_json(const nlohmann::json& description);
+
+  // Validates every op and computes the output shape for inputs of `mode`
+  // whose size is `height` x `width` (0 when images vary in size).
+  // Throws OptionError if an op or parameter is invalid or the output size
+  // would depend on the image.
+  SampleShape output_shape(ColorMode mode, int height = 0, int width = 0) const;
+
+ private:
+  std::vector<Op> ops_;
+};
+
+// --- Op builders, with torchvision's parameter names and defaults. ---------
+// Sizes follow torchvision: one int means "shorter side" for Resize and a
+// square for crops; two ints are (height, width).
+// interpolation: "nearest", "bilinear" (default), "bicubic".
+Op Resize(std::vector<int> size, const std::string& interpolation = "bilinear",
+          bool antialias = true);
+Op CenterCrop(std::vector<int> size);
+Op RandomCrop(std::vector<int> size, std::vector<int> padding = {},
+              bool pad_if_needed = false, std::vector<int> fill = {0},
+              const std::string& padding_mode = "constant");
+Op RandomResizedCrop(std::vector<int> size,
+                     std::pair<double, double> scale = {0.08, 1.0},
+                     std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0},
+                     const std::string& interpolation = "bilinear");
+Op RandomHorizontalFlip(double p = 0.5);
+Op RandomVerticalFlip(double p = 0.5);
+Op ToTensor();
+Op PILToTensor();
+Op Normalize(std::vector<double> mean, std::vector<double> std);
+
+inline Op Resize(int size, const std::string& interpolation = "bilinear") {
+  return Resize(std::vector<int>{size}, interpolation);
+}
+inline Op CenterCrop(int size) { return CenterCrop(std::vector<int>{size}); }
+inline Op RandomResizedCrop(int size) {
+  return RandomResizedCrop(std::vector<int>{size});
+}
+inline Op RandomCrop(int size, int padding = 0) {
+  return RandomCrop(std::vector<int>{size},
+                    padding ? std::vector<int>{padding} : std::vector<int>{});
+}
+
+}  // namespace ringloader

@@ -1,0 +1,101 @@
+#include "loader/data/sample_source.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "loader/ring/futex.h"
+#include "ringloader/errors.h"
+
+namespace ringloader::data {
+
+void read_file(const std::string& path, std::vector<uint8_t>& out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw IoError("cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    close(fd);
+    throw IoError(path + " is not a regular file");
+  }
+  out.resize(static_cast<size_t>(info.st_size));
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = read(fd, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      close(fd);
+      throw IoError("cannot read " + path + ": " + std::strerror(error));
+    }
+    if (n == 0) break;  // shrank while we read
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(done);
+}
+
+SampleSource::SampleSource(Dataset dataset, transforms::DecodeLimits limits)
+    : dataset_(std::move(dataset)), limits_(limits) {
+  if (!dataset_.idx_images_path().empty()) {
+    idx_images_ = read_idx(dataset_.idx_images_path());
+    idx_labels_ = read_idx(dataset_.idx_labels_path());
+  }
+}
+
+std::string SampleSource::describe(int64_t index) const {
+  if (index < 0 || index >= size()) {
+    return "sample " + std::to_string(index) + " (out of range)";
+  }
+  if (!dataset_.idx_images_path().empty()) {
+    return describe_sample(index, dataset_.idx_images_path());
+  }
+  return describe_sample(index, dataset_.files()[index].path);
+}
+
+int64_t SampleSource::load(int64_t index, transforms::Image& image,
+                           std::vector<uint8_t>& file_bytes,
+                           SampleTiming& timing) const {
+  if (index < 0 || index >= size()) {
+    throw Error("ringloader: sample index " + std::to_string(index) +
+                " is outside the dataset of " + std::to_string(size()));
+  }
+  if (!idx_images_.values.empty()) return load_idx(index, image);
+  return load_file(index, image, file_bytes, timing);
+}
+
+int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
+                                std::vector<uint8_t>& file_bytes,
+                                SampleTiming& timing) const {
+  const FileSample& sample = dataset_.files()[index];
+  uint64_t start = ring::monotonic_ns();
+  try {
+    read_file(sample.path, file_bytes);
+  } catch (const IoError& error) {
+    throw IoError("ringloader: " + describe(index) + ": " + error.what());
+  }
+  uint64_t read_done = ring::monotonic_ns();
+  timing.read_ns += read_done - start;
+  // decode_image names `source` and the reason; we add the sample index.
+  transforms::decode_image(file_bytes.data(), file_bytes.size(),
+                           dataset_.color_mode(), describe(index), image,
+                           limits_);
+  timing.decode_ns += ring::monotonic_ns() - read_done;
+  return sample.label;
+}
+
+int64_t SampleSource::load_idx(int64_t index, transforms::Image& image) const {
+  const int height = dataset_.image_height();
+  const int width = dataset_.image_width();
+  image.reshape(height, width, 1);
+  size_t bytes = static_cast<size_t>(height) * width;
+  std::memcpy(image.pixels.data(), idx_images_.values.data() + index * bytes,
+              bytes);
+  return idx_labels_.values[index];
+}
+
+}  // namespace ringloader::data

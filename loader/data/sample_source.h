@@ -1,0 +1,52 @@
+// Reading one sample of a Dataset into a decoded 8-bit image: the first
+// stage of a sample's trip (file -> bytes -> pixels), before the pipeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "loader/data/idx_file.h"
+#include "ringloader/dataset.h"
+#include "transforms/decode.h"
+#include "transforms/image.h"
+
+namespace ringloader::data {
+
+// Nanoseconds spent per stage, added to by load().
+struct SampleTiming {
+  uint64_t read_ns = 0;
+  uint64_t decode_ns = 0;
+};
+
+class SampleSource {
+ public:
+  SampleSource(Dataset dataset, transforms::DecodeLimits limits);
+
+  int64_t size() const { return dataset_.size(); }
+  ColorMode color_mode() const { return dataset_.color_mode(); }
+  // "sample 17 (/data/cat/3.jpg)": what error messages name.
+  std::string describe(int64_t index) const;
+
+  // Decodes sample `index` into `image` and returns its label. `file_bytes`
+  // is the caller's reusable read buffer. Throws IoError / DecodeError
+  // naming the sample and file.
+  int64_t load(int64_t index, transforms::Image& image,
+               std::vector<uint8_t>& file_bytes, SampleTiming& timing) const;
+
+ private:
+  int64_t load_file(int64_t index, transforms::Image& image,
+                    std::vector<uint8_t>& file_bytes,
+                    SampleTiming& timing) const;
+  int64_t load_idx(int64_t index, transforms::Image& image) const;
+
+  Dataset dataset_;
+  transforms::DecodeLimits limits_;
+  IdxArray idx_images_;
+  IdxArray idx_labels_;
+};
+
+// Reads a whole file; throws IoError naming it (missing, unreadable, empty).
+void read_file(const std::string& path, std::vector<uint8_t>& out);
+
+}  // namespace ringloader::data

@@ -1,0 +1,61 @@
+// Typed views into the shared region, and the geometry that places them.
+// Both the trainer (which creates and initialises the ring) and workers
+// (which attach to it) go through this class, never through raw offsets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "loader/ring/ring_layout.h"
+#include "loader/ring/shared_region.h"
+
+namespace ringloader::ring {
+
+struct RingGeometry {
+  uint32_t slot_count = 0;
+  uint32_t worker_capacity = 0;
+  uint32_t batch_size = 0;
+  uint64_t sample_bytes = 0;
+  uint64_t order_capacity = 0;
+
+  uint64_t targets_offset() const;   // within a slot's data
+  uint64_t slot_data_bytes() const;  // page multiple
+  uint64_t slot_controls_offset() const;
+  uint64_t worker_controls_offset() const;
+  uint64_t order_tables_offset() const;
+  uint64_t slot_data_offset() const;  // page aligned
+  uint64_t total_bytes() const;
+};
+
+class Ring {
+ public:
+  // Trainer: creates, zero-initialises and fills in the header.
+  static std::shared_ptr<Ring> create(const RingGeometry& geometry);
+  // Worker: maps an inherited fd and validates magic, version and sizes.
+  static std::shared_ptr<Ring> attach(int fd);
+
+  const RingGeometry& geometry() const { return geometry_; }
+  int fd() const { return region_.fd(); }
+  size_t bytes() const { return region_.size(); }
+
+  RingHeader& header() const;
+  ClaimControl& claims() const;
+  Plan& plan(uint64_t tag) const;  // tag modulo kPlanCount
+  SlotControl& slot(uint32_t index) const;
+  WorkerControl& worker(uint32_t index) const;
+  std::atomic<int64_t>* order_table(uint64_t which) const;
+  uint8_t* slot_data(uint32_t index) const;
+  int64_t* slot_targets(uint32_t index) const;
+  // Whole slot data area (for pinning with cudaHostRegister).
+  uint8_t* data_area() const;
+  size_t data_area_bytes() const;
+
+ private:
+  Ring(SharedRegion region, const RingGeometry& geometry);
+  uint8_t* base() const { return static_cast<uint8_t*>(region_.data()); }
+  SharedRegion region_;
+  RingGeometry geometry_;
+};
+
+}  // namespace ringloader::ring

@@ -1,0 +1,158 @@
+#include "loader/ring/slot_protocol.h"
+
+#include "loader/ring/futex.h"
+
+namespace ringloader::ring {
+
+bool SlotProtocol::try_claim(Claim& claim) const {
+  ClaimControl& claims = ring_.claims();
+  uint64_t word = claims.claim.load(std::memory_order_acquire);
+  for (;;) {
+    uint64_t tag = word >> kClaimTagShift;
+    uint64_t claimed = word & kClaimCountMask;
+    const Plan& plan = ring_.plan(tag);
+    // Read the plan before the CAS: if the CAS succeeds the tag did not move,
+    // so the plan was not rewritten while we read it.
+    Claim candidate;
+    uint64_t first = plan.first_batch.load(std::memory_order_relaxed);
+    uint64_t count = plan.batch_count.load(std::memory_order_relaxed);
+    candidate.epoch = plan.epoch.load(std::memory_order_relaxed);
+    candidate.sample_count = plan.sample_count.load(std::memory_order_relaxed);
+    candidate.order_table = plan.order_table.load(std::memory_order_relaxed);
+    if (plan.tag.load(std::memory_order_relaxed) != tag) {
+      word = claims.claim.load(std::memory_order_acquire);
+      continue;
+    }
+    if (claimed >= count) return false;
+    if (claims.claim.compare_exchange_weak(word, word + 1,
+                                           std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+      candidate.batch_id = first + claimed;
+      candidate.local_index = claimed;
+      claim = candidate;
+      return true;
+    }
+  }
+}
+
+uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
+                                    uint64_t sample_count,
+                                    uint64_t order_table) const {
+  ClaimControl& claims = ring_.claims();
+  uint64_t word = claims.claim.load(std::memory_order_acquire);
+  uint64_t first = 0;
+  for (;;) {
+    uint64_t tag = word >> kClaimTagShift;
+    uint64_t claimed = word & kClaimCountMask;
+    uint64_t next_tag = (tag + 1) & 0xffff;
+    first = ring_.plan(tag).first_batch.load(std::memory_order_relaxed) +
+            claimed;
+    Plan& next = ring_.plan(next_tag);
+    next.tag.store(next_tag, std::memory_order_relaxed);
+    next.first_batch.store(first, std::memory_order_relaxed);
+    next.batch_count.store(batch_count, std::memory_order_relaxed);
+    next.sample_count.store(sample_count, std::memory_order_relaxed);
+    next.epoch.store(epoch, std::memory_order_relaxed);
+    next.order_table.store(order_table, std::memory_order_relaxed);
+    // Release: the plan and its order table are visible to whoever acquires
+    // the new claim word.
+    if (claims.claim.compare_exchange_weak(word, next_tag << kClaimTagShift,
+                                           std::memory_order_acq_rel,
+                                           std::memory_order_acquire)) {
+      break;
+    }
+  }
+  claims.cancel_before.store(first, std::memory_order_seq_cst);
+  for (uint32_t slot = 0; slot < ring_.geometry().slot_count; ++slot) {
+    advance_if_cancelled(slot);
+  }
+  claims.plan_signal.fetch_add(1, std::memory_order_release);
+  futex_wake_all(claims.plan_signal);
+  return first;
+}
+
+bool SlotProtocol::try_acquire(uint64_t batch_id) const {
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  SlotControl& slot = ring_.slot(slot_of(batch_id, slot_count));
+  uint32_t expected = state_word(batch_id, slot_count, kFree);
+  return slot.state.compare_exchange_strong(
+      expected, state_word(batch_id, slot_count, kFilling),
+      std::memory_order_acq_rel, std::memory_order_acquire);
+}
+
+void SlotProtocol::publish(uint64_t batch_id, SlotPhase phase) const {
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  uint32_t index = slot_of(batch_id, slot_count);
+  SlotControl& slot = ring_.slot(index);
+  slot.state.store(state_word(batch_id, slot_count, phase),
+                   std::memory_order_seq_cst);
+  futex_wake_all(slot.state);
+  if (cancelled(batch_id)) advance_if_cancelled(index);
+}
+
+void SlotProtocol::lease(uint64_t batch_id) const {
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  SlotControl& slot = ring_.slot(slot_of(batch_id, slot_count));
+  slot.state.store(state_word(batch_id, slot_count, kLeased),
+                   std::memory_order_relaxed);
+}
+
+void SlotProtocol::release(uint64_t batch_id) const {
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  uint32_t index = slot_of(batch_id, slot_count);
+  SlotControl& slot = ring_.slot(index);
+  uint64_t next = next_live_id(batch_id + slot_count);
+  // Release: the trainer's reads of the slot happen before a filler's writes.
+  slot.state.store(state_word(next, slot_count, kFree),
+                   std::memory_order_seq_cst);
+  futex_wake_all(slot.state);
+  advance_if_cancelled(index);
+}
+
+bool SlotProtocol::cancelled(uint64_t batch_id) const {
+  return batch_id <
+         ring_.claims().cancel_before.load(std::memory_order_seq_cst);
+}
+
+uint64_t SlotProtocol::next_live_id(uint64_t batch_id) const {
+  const uint64_t slot_count = ring_.geometry().slot_count;
+  uint64_t cancel = ring_.claims().cancel_before.load(std::memory_order_seq_cst);
+  if (batch_id >= cancel) return batch_id;
+  uint64_t steps = (cancel - batch_id + slot_count - 1) / slot_count;
+  return batch_id + steps * slot_count;
+}
+
+uint64_t SlotProtocol::id_of_state(uint32_t state, uint32_t slot) const {
+  // Generations wrap at 2^29; ids in play are within a few rounds of the
+  // cancel point, so pick the id with this generation nearest to it.
+  const uint64_t slot_count = ring_.geometry().slot_count;
+  uint64_t reference =
+      ring_.claims().cancel_before.load(std::memory_order_seq_cst) / slot_count;
+  uint64_t generation = state >> kPhaseBits;
+  constexpr uint64_t kWrap = uint64_t{kGenerationMask} + 1;
+  uint64_t base = reference - (reference % kWrap);
+  uint64_t full = base + generation;
+  if (full > reference + kWrap / 2 && full >= kWrap) full -= kWrap;
+  if (full + kWrap / 2 < reference) full += kWrap;
+  return full * slot_count + slot;
+}
+
+void SlotProtocol::advance_if_cancelled(uint32_t index) const {
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  SlotControl& slot = ring_.slot(index);
+  uint32_t state = slot.state.load(std::memory_order_seq_cst);
+  for (;;) {
+    SlotPhase phase = phase_of(state);
+    if (phase == kFilling || phase == kLeased) return;
+    uint64_t id = id_of_state(state, index);
+    if (!cancelled(id)) return;
+    uint32_t moved = state_word(next_live_id(id), slot_count, kFree);
+    if (slot.state.compare_exchange_strong(state, moved,
+                                           std::memory_order_seq_cst)) {
+      futex_wake_all(slot.state);
+      return;
+    }
+  }
+}
+
+}  // namespace ringloader::ring

@@ -1,0 +1,109 @@
+// The fence protocol on slot state words, and batch claims. Batch b always
+// lives in slot b % K; its state word moves
+//
+//   FREE(b) -> FILLING(b) -> READY(b) | FAILED(b) -> LEASED(b) -> FREE(b + K)
+//   filler     filler         filler                 trainer      trainer
+//
+// Every transition is a release store or acq_rel CAS followed by a futex
+// wake; every wait is an acquire load in a futex loop. Nothing spins.
+//
+// Cancellation: when an epoch is abandoned, unconsumed batch ids below
+// `cancel_before` are dropped. Whoever sees a slot parked on a cancelled id
+// (FREE, READY or FAILED) moves it on to the next live id of that slot. The
+// parties that publish a slot state and the trainer that publishes a cancel
+// both store first and load the other's word after (sequentially
+// consistent), so at least one of them sees the other and no slot is left
+// parked on a dead id.
+#pragma once
+
+#include <cstdint>
+
+#include "loader/ring/futex.h"
+#include "loader/ring/ring.h"
+
+namespace ringloader::ring {
+
+inline uint32_t slot_of(uint64_t batch_id, uint32_t slot_count) {
+  return static_cast<uint32_t>(batch_id % slot_count);
+}
+inline uint32_t state_word(uint64_t batch_id, uint32_t slot_count,
+                           SlotPhase phase) {
+  uint32_t generation =
+      static_cast<uint32_t>(batch_id / slot_count) & kGenerationMask;
+  return (generation << kPhaseBits) | phase;
+}
+inline SlotPhase phase_of(uint32_t state) {
+  return static_cast<SlotPhase>(state & kPhaseMask);
+}
+
+// A claimed batch: its global id and where its samples are listed.
+struct Claim {
+  uint64_t batch_id = 0;
+  uint64_t local_index = 0;  // batch index within its epoch
+  uint64_t epoch = 0;
+  uint64_t sample_count = 0;  // samples in the epoch
+  uint64_t order_table = 0;
+};
+
+class SlotProtocol {
+ public:
+  explicit SlotProtocol(const Ring& ring) : ring_(ring) {}
+
+  // --- claims ---
+  // Takes the next batch of the current plan. False when the plan is used
+  // up (wait on plan_signal, then try again).
+  bool try_claim(Claim& claim) const;
+  // Trainer: closes the current plan and publishes the next epoch's, which
+  // starts right after the last claimed id. Ids claimed but not consumed are
+  // cancelled. Returns the new plan's first batch id.
+  uint64_t publish_plan(uint64_t epoch, uint64_t batch_count,
+                        uint64_t sample_count, uint64_t order_table) const;
+
+  // --- filler side ---
+  // Waits until the slot of `batch_id` is FREE for it and takes it
+  // (FILLING). Returns false if the id was cancelled or `keep_waiting`
+  // returned false (shutdown). `on_wait` runs on every wake-up/time-out.
+  template <typename KeepWaiting>
+  bool acquire_for_fill(uint64_t batch_id, KeepWaiting keep_waiting) const;
+  // READY or FAILED, then moves the slot on if the id was cancelled meanwhile.
+  void publish(uint64_t batch_id, SlotPhase phase) const;
+
+  // --- trainer side ---
+  // READY -> LEASED. Precondition: the slot is READY for batch_id.
+  void lease(uint64_t batch_id) const;
+  // LEASED or FAILED -> FREE for the slot's next live batch.
+  void release(uint64_t batch_id) const;
+
+  bool cancelled(uint64_t batch_id) const;
+  // The first id >= batch_id in the same slot that is not cancelled.
+  uint64_t next_live_id(uint64_t batch_id) const;
+  // Moves a slot parked on a cancelled id (FREE/READY/FAILED) on.
+  void advance_if_cancelled(uint32_t slot) const;
+
+ private:
+  uint64_t id_of_state(uint32_t state, uint32_t slot) const;
+  bool try_acquire(uint64_t batch_id) const;
+  const Ring& ring_;
+};
+
+template <typename KeepWaiting>
+bool SlotProtocol::acquire_for_fill(uint64_t batch_id,
+                                    KeepWaiting keep_waiting) const {
+  SlotControl& slot = ring_.slot(slot_of(batch_id, ring_.geometry().slot_count));
+  constexpr int64_t kRecheckNs = 50'000'000;  // shutdown / parent checks
+  for (;;) {
+    if (try_acquire(batch_id)) return true;
+    if (cancelled(batch_id)) {
+      advance_if_cancelled(slot_of(batch_id, ring_.geometry().slot_count));
+      return false;
+    }
+    uint32_t seen = slot.state.load(std::memory_order_acquire);
+    if (seen == state_word(batch_id, ring_.geometry().slot_count, kFree)) {
+      continue;
+    }
+    if (!keep_waiting()) return false;
+    futex_wait(slot.state, seen, kRecheckNs);
+  }
+}
+
+}  // namespace ringloader::ring

@@ -1,0 +1,78 @@
+#include "loader/sampler/sampler.h"
+
+#include <numeric>
+#include <utility>
+
+#include "ringloader/errors.h"
+#include "ringloader/random.h"
+
+namespace ringloader::sampler {
+namespace {
+
+// Separates the shuffle's random stream from per-sample augmentation streams
+// that share (seed, epoch, index = 0).
+constexpr uint32_t kShuffleStream = 0x5348u;  // "SH"
+
+}  // namespace
+
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch) {
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  std::iota(indices.begin(), indices.end(), 0);
+  SampleRng rng(seed, epoch, 0, kShuffleStream);
+  for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
+    std::swap(indices[i], indices[rng.integer(0, i)]);
+  }
+  return indices;
+}
+
+Sampler::Sampler(const SamplerOptions& options) : options_(options) {
+  if (options.batch_size <= 0) {
+    throw OptionError("ringloader: batch_size must be positive, got " +
+                      std::to_string(options.batch_size));
+  }
+  if (options.world_size <= 0 || options.rank < 0 ||
+      options.rank >= options.world_size) {
+    throw OptionError("ringloader: rank " + std::to_string(options.rank) +
+                      " is not in [0, world_size " +
+                      std::to_string(options.world_size) + ")");
+  }
+  if (options.dataset_size <= 0) throw IoError("ringloader: the dataset is empty");
+}
+
+int64_t Sampler::samples_per_epoch() const {
+  const int64_t n = options_.dataset_size;
+  const int64_t world = options_.world_size;
+  int64_t per_rank = (n + world - 1) / world;  // padded like DistributedSampler
+  if (options_.drop_last) {
+    per_rank = per_rank / options_.batch_size * options_.batch_size;
+  }
+  return per_rank;
+}
+
+int64_t Sampler::batches_per_epoch() const {
+  return (samples_per_epoch() + options_.batch_size - 1) / options_.batch_size;
+}
+
+std::vector<int64_t> Sampler::permutation(uint64_t epoch) const {
+  if (options_.shuffle) {
+    return shuffled_indices(options_.dataset_size, options_.seed, epoch);
+  }
+  std::vector<int64_t> indices(static_cast<size_t>(options_.dataset_size));
+  std::iota(indices.begin(), indices.end(), 0);
+  return indices;
+}
+
+std::vector<int64_t> Sampler::order(uint64_t epoch) const {
+  std::vector<int64_t> all = permutation(epoch);
+  const int64_t world = options_.world_size;
+  const int64_t padded = (options_.dataset_size + world - 1) / world * world;
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(padded / world));
+  for (int64_t i = options_.rank; i < padded; i += world) {
+    mine.push_back(all[static_cast<size_t>(i % options_.dataset_size)]);
+  }
+  mine.resize(static_cast<size_t>(samples_per_epoch()));
+  return mine;
+}
+
+}  // namespace ringloader::sampler

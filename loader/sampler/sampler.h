@@ -1,0 +1,41 @@
+// Which samples go into each epoch, in which order. A pure function of
+// (seed, epoch, rank, world_size, dataset size): never of workers or timing.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ringloader::sampler {
+
+struct SamplerOptions {
+  int64_t dataset_size = 0;
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  uint64_t seed = 0;
+  // DistributedSampler semantics: each rank takes every world_size-th index
+  // of one shared permutation, padded by wrapping so ranks get equal counts.
+  int64_t rank = 0;
+  int64_t world_size = 1;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerOptions& options);
+
+  // Samples this rank sees per epoch (after padding / drop_last trimming).
+  int64_t samples_per_epoch() const;
+  int64_t batches_per_epoch() const;
+  // Dataset indices for `epoch`, in delivery order; batch j holds entries
+  // [j * batch_size, min((j + 1) * batch_size, samples_per_epoch())).
+  std::vector<int64_t> order(uint64_t epoch) const;
+
+ private:
+  std::vector<int64_t> permutation(uint64_t epoch) const;
+  SamplerOptions options_;
+};
+
+// A random permutation of [0, n) from the counter RNG keyed by (seed, epoch).
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch);
+
+}  // namespace ringloader::sampler

@@ -1,0 +1,48 @@
+#include "loader/trainer/batch_lease.h"
+
+#include <torch/torch.h>
+
+#include "loader/ring/slot_protocol.h"
+
+namespace ringloader::trainer {
+namespace {
+
+class SlotLease {
+ public:
+  SlotLease(std::shared_ptr<ring::Ring> ring, uint64_t batch_id)
+      : ring_(std::move(ring)), batch_id_(batch_id) {}
+  ~SlotLease() { ring::SlotProtocol(*ring_).release(batch_id_); }
+  SlotLease(const SlotLease&) = delete;
+  SlotLease& operator=(const SlotLease&) = delete;
+
+ private:
+  std::shared_ptr<ring::Ring> ring_;
+  uint64_t batch_id_;
+};
+
+std::vector<int64_t> batch_sizes(const SampleShape& shape, int64_t count) {
+  if (shape.layout == Layout::kCHW) {
+    return {count, shape.channels, shape.height, shape.width};
+  }
+  return {count, shape.height, shape.width, shape.channels};
+}
+
+}  // namespace
+
+Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
+                  const SampleShape& shape) {
+  const uint32_t index = ring::slot_of(batch_id, ring->geometry().slot_count);
+  const int64_t count = ring->slot(index).sample_count;
+  auto lease = std::make_shared<SlotLease>(ring, batch_id);
+  // Each tensor's deleter owns a reference; the lease ends with the last.
+  auto release = [lease](void*) {};
+  auto dtype = shape.dtype == DType::kFloat32 ? torch::kFloat32 : torch::kUInt8;
+  Batch batch;
+  batch.data = torch::from_blob(ring->slot_data(index), batch_sizes(shape, count),
+                                release, torch::TensorOptions().dtype(dtype));
+  batch.target = torch::from_blob(ring->slot_targets(index), {count}, release,
+                                  torch::TensorOptions().dtype(torch::kInt64));
+  return batch;
+}
+
+}  // namespace ringloader::trainer

@@ -1,0 +1,19 @@
+// Batches as tensors that alias a ring slot. The slot is leased to the
+// tensors: it returns to the workers when the last tensor aliasing it (data
+// or target, or any view of them) is destroyed, from whatever thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "loader/ring/ring.h"
+#include "ringloader/loader.h"
+
+namespace ringloader::trainer {
+
+// Wraps the READY slot of `batch_id` (already marked LEASED) as a Batch.
+// Holds `ring` alive: tensors may outlive the Loader without dangling.
+Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
+                  const SampleShape& shape);
+
+}  // namespace ringloader::trainer

@@ -1,0 +1,354 @@
+#include "loader/trainer/loader_impl.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "loader/ring/futex.h"
+#include "loader/ring/shared_region.h"
+#include "loader/trainer/batch_lease.h"
+
+namespace ringloader {
+namespace {
+
+sampler::SamplerOptions sampler_options(const Dataset& dataset,
+                                        const LoaderOptions& options) {
+  sampler::SamplerOptions out;
+  out.dataset_size = dataset.size();
+  out.batch_size = options.batch_size;
+  out.shuffle = options.shuffle;
+  out.drop_last = options.drop_last;
+  out.seed = options.seed;
+  return out;
+}
+
+int default_intra_op_threads(const LoaderOptions& options) {
+  if (options.intra_op_threads > 0) return options.intra_op_threads;
+  if (options.num_workers > 0) return 1;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+}  // namespace
+
+LoaderOptions Loader::Impl::validate(LoaderOptions options) {
+  if (options.batch_size <= 0) {
+    throw OptionError("ringloader: batch_size must be positive, got " +
+                      std::to_string(options.batch_size));
+  }
+  if (options.batch_size > (1 << 24)) {
+    throw OptionError("ringloader: batch_size " +
+                      std::to_string(options.batch_size) + " is too large");
+  }
+  if (options.num_workers < 0) {
+    throw OptionError("ringloader: num_workers must be >= 0, got " +
+                      std::to_string(options.num_workers));
+  }
+  if (options.ring_slots < 0 || options.ring_slots == 1) {
+    throw OptionError("ringloader: ring_slots must be 0 (automatic) or >= 2, "
+                      "got " + std::to_string(options.ring_slots));
+  }
+  if (options.intra_op_threads < 0) {
+    throw OptionError("ringloader: intra_op_threads must be >= 0");
+  }
+  if (options.max_image_pixels <= 0) {
+    throw OptionError("ringloader: max_image_pixels must be positive");
+  }
+  if (options.timeout_s < 0) {
+    throw OptionError("ringloader: timeout_s must be >= 0");
+  }
+  if (options.max_samples_per_epoch < 0) {
+    throw OptionError("ringloader: max_samples_per_epoch must be >= 0");
+  }
+  if (!(options.poll_interval_s > 0)) {
+    throw OptionError("ringloader: poll_interval_s must be positive");
+  }
+  if (options.ring_slots == 0) {
+    options.ring_slots = std::max(4, 2 * options.num_workers + 2);
+  }
+  options.intra_op_threads = default_intra_op_threads(options);
+  return options;
+}
+
+Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
+    : options_(validate(std::move(options))),
+      shape_(pipeline.output_shape(dataset.color_mode(), dataset.image_height(),
+                                   dataset.image_width())),
+      sampler_(sampler_options(dataset, options_)),
+      created_ns_(ring::monotonic_ns()) {
+  config_.dataset = std::move(dataset);
+  config_.pipeline = std::move(pipeline);
+  config_.seed = options_.seed;
+  config_.intra_op_threads = options_.intra_op_threads;
+  config_.max_image_pixels = options_.max_image_pixels;
+  if (options_.device != "cpu") {
+    device_ = trainer::make_device_stage(options_, shape_);
+  }
+  ring_ = ring::Ring::create(geometry());
+  protocol_ = std::make_unique<ring::SlotProtocol>(*ring_);
+  if (options_.pin_memory && options_.device != "cpu") {
+    ring_pinned_ = trainer::pin_host_memory(ring_->data_area(),
+                                            ring_->data_area_bytes());
+  }
+  if (options_.num_workers == 0) {
+    in_process_ = std::make_unique<worker::BatchFiller>(config_, *ring_, 0);
+    return;
+  }
+  std::string executable =
+      trainer::WorkerPool::find_executable(options_.worker_executable);
+  config_fd_ = ring::SharedRegion::create_text_fd("ringloader-config",
+                                                  config_.to_json_text());
+  pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config_fd_,
+                                                options_.num_workers, executable);
+}
+
+Loader::Impl::~Impl() {
+  staged_.clear();
+  device_.reset();  // waits for copies that still read host slots
+  pool_.reset();    // then workers: nobody writes the ring after this
+  if (ring_pinned_) trainer::unpin_host_memory(ring_->data_area());
+  if (config_fd_ >= 0) close(config_fd_);
+}
+
+ring::RingGeometry Loader::Impl::geometry() const {
+  ring::RingGeometry geometry;
+  geometry.slot_count = static_cast<uint32_t>(options_.ring_slots);
+  geometry.worker_capacity =
+      static_cast<uint32_t>(std::max(1, options_.num_workers));
+  geometry.batch_size = static_cast<uint32_t>(options_.batch_size);
+  geometry.sample_bytes = shape_.bytes();
+  geometry.order_capacity = static_cast<uint64_t>(std::max<int64_t>(
+      {int64_t{1}, sampler_.samples_per_epoch(), options_.max_samples_per_epoch}));
+  return geometry;
+}
+
+int64_t Loader::Impl::batches_for(size_t samples) const {
+  const auto n = static_cast<int64_t>(samples);
+  return options_.drop_last ? n / options_.batch_size
+                            : (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+int64_t Loader::Impl::size() const {
+  return pending_order_ ? batches_for(pending_order_->size())
+                        : sampler_.batches_per_epoch();
+}
+
+void Loader::Impl::set_order(std::vector<int64_t> indices) {
+  const int64_t dataset_size = config_.dataset.size();
+  if (indices.size() > ring_->geometry().order_capacity) {
+    throw OptionError("ringloader: the epoch order lists " +
+                      std::to_string(indices.size()) + " samples; at most " +
+                      std::to_string(ring_->geometry().order_capacity) +
+                      " fit (raise LoaderOptions::max_samples_per_epoch)");
+  }
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || indices[i] >= dataset_size) {
+      throw OptionError("ringloader: epoch order entry " + std::to_string(i) +
+                        " is sample " + std::to_string(indices[i]) +
+                        ", outside the dataset of " +
+                        std::to_string(dataset_size));
+    }
+  }
+  pending_order_ = std::move(indices);
+}
+
+void Loader::Impl::set_epoch(int64_t epoch) {
+  if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
+  next_epoch_ = epoch;
+}
+
+void Loader::Impl::start_epoch() {
+  staged_.clear();  // device batches of an abandoned epoch
+  epoch_ = next_epoch_++;
+  if (pending_order_) {
+    order_ = std::move(*pending_order_);
+    pending_order_.reset();
+  } else {
+    order_ = sampler_.order(static_cast<uint64_t>(epoch_));
+  }
+  const uint64_t table = plans_published_++ % 2;
+  std::atomic<int64_t>* entries = ring_->order_table(table);
+  for (size_t i = 0; i < order_.size(); ++i) {
+    entries[i].store(order_[i], std::memory_order_relaxed);
+  }
+  batch_count_ = batches_for(order_.size());
+  // publish_plan's release CAS makes the table visible to claimers, and
+  // cancels whatever the previous epoch had claimed but we never took.
+  first_batch_ = protocol_->publish_plan(static_cast<uint64_t>(epoch_),
+                                         static_cast<uint64_t>(batch_count_),
+                                         order_.size(), table);
+  cursor_ = 0;
+  epoch_open_ = true;
+}
+
+std::vector<int64_t> Loader::Impl::batch_samples(int64_t local_index) const {
+  const size_t begin = static_cast<size_t>(local_index * options_.batch_size);
+  const size_t end = std::min(order_.size(), begin + options_.batch_size);
+  return std::vector<int64_t>(order_.begin() + begin, order_.begin() + end);
+}
+
+std::optional<Batch> Loader::Impl::next() {
+  if (!epoch_open_) {
+    throw Error("ringloader: next() before begin(): start an epoch first");
+  }
+  return device_ ? next_device() : next_host(true);
+}
+
+// Hands out the oldest staged device batch, then starts copies of host
+// batches that are already ready, up to the free device slots, so H2D
+// copies overlap the trainer's compute without a thread of ours.
+std::optional<Batch> Loader::Impl::next_device() {
+  if (staged_.empty()) {
+    std::optional<Batch> host = next_host(true);
+    if (!host) return std::nullopt;
+    staged_.push_back(device_->to_device(std::move(*host)));
+  }
+  Batch out = std::move(staged_.front());
+  staged_.pop_front();
+  while (static_cast<int>(staged_.size()) + 1 < device_->slot_count() &&
+         device_->can_accept()) {
+    std::optional<Batch> host = next_host(false);
+    if (!host) break;
+    staged_.push_back(device_->to_device(std::move(*host)));
+  }
+  return out;
+}
+
+std::optional<Batch> Loader::Impl::next_host(bool wait) {
+  if (cursor_ >= batch_count_) {
+    if (wait) epoch_open_ = false;
+    return std::nullopt;
+  }
+  const uint64_t batch_id = first_batch_ + static_cast<uint64_t>(cursor_);
+  if (!wait) {
+    const uint32_t slot_count = ring_->geometry().slot_count;
+    uint32_t state = ring_->slot(ring::slot_of(batch_id, slot_count))
+                         .state.load(std::memory_order_acquire);
+    if (state != ring::state_word(batch_id, slot_count, ring::kReady)) {
+      return std::nullopt;
+    }
+  }
+  if (in_process_) fill_in_process(batch_id);
+  uint64_t start = ring::monotonic_ns();
+  uint32_t state = wait_for(batch_id);
+  trainer_wait_ns_ += ring::monotonic_ns() - start;
+  if (ring::phase_of(state) == ring::kFailed) raise_failure(batch_id);
+  protocol_->lease(batch_id);
+  Batch batch = trainer::lease_batch(ring_, batch_id, shape_);
+  batch.epoch = epoch_;
+  batch.index = cursor_;
+  batch.sample_indices = batch_samples(cursor_);
+  ++cursor_;
+  ++batches_;
+  samples_ += batch.target.size(0);
+  return batch;
+}
+
+void Loader::Impl::check_not_leased(uint64_t batch_id, uint32_t state) {
+  if (ring::phase_of(state) != ring::kLeased) return;
+  ring::SlotControl& slot =
+      ring_->slot(ring::slot_of(batch_id, ring_->geometry().slot_count));
+  // Another thread may be dropping that batch right now: give it a moment.
+  ring::futex_wait(slot.state, state,
+                   static_cast<int64_t>(options_.poll_interval_s * 1e9));
+  if (slot.state.load(std::memory_order_acquire) != state) return;
+  throw LeaseError(
+      "ringloader: all " + std::to_string(options_.ring_slots) +
+      " ring slots are held by live batches, so batch " +
+      std::to_string(cursor_) + " of epoch " + std::to_string(epoch_) +
+      " can never be produced. Drop earlier batches' tensors (or clone what "
+      "you keep), or raise LoaderOptions::ring_slots.");
+}
+
+uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
+  const uint32_t slot_count = ring_->geometry().slot_count;
+  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  const uint32_t ready = ring::state_word(batch_id, slot_count, ring::kReady);
+  const uint32_t failed = ring::state_word(batch_id, slot_count, ring::kFailed);
+  const auto poll_ns = static_cast<int64_t>(options_.poll_interval_s * 1e9);
+  const uint64_t start = ring::monotonic_ns();
+  for (;;) {
+    uint32_t state = slot.state.load(std::memory_order_acquire);
+    if (state == ready || state == failed) return state;
+    check_not_leased(batch_id, state);
+    if (pool_) pool_->check_alive();
+    check_timeout(start);
+    ring::futex_wait(slot.state, state, poll_ns);
+  }
+}
+
+void Loader::Impl::check_timeout(uint64_t wait_start_ns) const {
+  if (options_.timeout_s <= 0) return;
+  double waited = (ring::monotonic_ns() - wait_start_ns) * 1e-9;
+  if (waited < options_.timeout_s) return;
+  throw WorkerError("ringloader: DataLoader timed out after " +
+                    std::to_string(options_.timeout_s) +
+                    " s waiting for batch " + std::to_string(cursor_) +
+                    " of epoch " + std::to_string(epoch_));
+}
+
+void Loader::Impl::fill_in_process(uint64_t batch_id) {
+  const uint32_t slot_count = ring_->geometry().slot_count;
+  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  check_not_leased(batch_id, slot.state.load(std::memory_order_acquire));
+  ring::Claim claim;
+  if (!protocol_->try_claim(claim) || claim.batch_id != batch_id) {
+    throw Error("ringloader: internal error: in-process claim out of order");
+  }
+  uint64_t start = ring::monotonic_ns();
+  if (!protocol_->acquire_for_fill(batch_id, [] { return true; })) {
+    throw Error("ringloader: internal error: in-process batch cancelled");
+  }
+  ring_->worker(0).slot_wait_ns.fetch_add(ring::monotonic_ns() - start,
+                                          std::memory_order_relaxed);
+  in_process_->fill(claim);
+}
+
+void Loader::Impl::raise_failure(uint64_t batch_id) {
+  const uint32_t slot_count = ring_->geometry().slot_count;
+  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  int32_t filler = slot.filler.load(std::memory_order_relaxed);
+  std::string where = "ringloader: batch " + std::to_string(cursor_) +
+                      " of epoch " + std::to_string(epoch_);
+  if (pool_ && filler >= 0) {
+    where += " (worker " + std::to_string(filler) + ", pid " +
+             std::to_string(ring_->worker(filler).pid.load(
+                 std::memory_order_relaxed)) + ")";
+  }
+  std::string message = where + ": " + slot.error_text;
+  auto kind = static_cast<ring::ErrorKind>(slot.error_kind);
+  // The batch is lost for this epoch; its slot goes back to the workers so
+  // iteration can go on if the caller chooses to.
+  protocol_->release(batch_id);
+  ++cursor_;
+  if (kind == ring::ErrorKind::kDecode) throw DecodeError(message);
+  if (kind == ring::ErrorKind::kIo) throw IoError(message);
+  throw WorkerError(message);
+}
+
+std::vector<int> Loader::Impl::worker_pids() const {
+  return pool_ ? pool_->pids() : std::vector<int>{};
+}
+
+LoaderStats Loader::Impl::stats() const {
+  LoaderStats stats;
+  stats.batches = batches_;
+  stats.samples = samples_;
+  stats.wall_s = (ring::monotonic_ns() - created_ns_) * 1e-9;
+  stats.trainer_wait_s = trainer_wait_ns_ * 1e-9;
+  for (uint32_t i = 0; i < ring_->geometry().worker_capacity; ++i) {
+    const ring::WorkerControl& worker = ring_->worker(i);
+    stats.read_s += worker.read_ns.load(std::memory_order_relaxed) * 1e-9;
+    stats.decode_s += worker.decode_ns.load(std::memory_order_relaxed) * 1e-9;
+    stats.transform_s += worker.transform_ns.load(std::memory_order_relaxed) * 1e-9;
+    stats.slot_wait_s += worker.slot_wait_ns.load(std::memory_order_relaxed) * 1e-9;
+  }
+  stats.workers = options_.num_workers;
+  stats.ring_slots = options_.ring_slots;
+  stats.ring_bytes = ring_->bytes();
+  stats.ring_pinned = ring_pinned_;
+  stats.device_batches = device_ ? device_->batches() : 0;
+  return stats;
+}
+
+}  // namespace ringloader

@@ -1,0 +1,80 @@
+// The trainer's Loader: owns the ring, the workers (or the in-process
+// filler), the sampler and the epoch in progress; hands out batches in order.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "loader/ring/ring.h"
+#include "loader/ring/slot_protocol.h"
+#include "loader/sampler/sampler.h"
+#include "loader/trainer/device_stage.h"
+#include "loader/trainer/worker_pool.h"
+#include "loader/worker/batch_filler.h"
+#include "ringloader/loader.h"
+
+namespace ringloader {
+
+class Loader::Impl {
+ public:
+  Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options);
+  ~Impl();
+
+  void set_epoch(int64_t epoch);
+  void set_order(std::vector<int64_t> indices);
+  void start_epoch();
+  std::optional<Batch> next();
+
+  int64_t size() const;
+  const SampleShape& shape() const { return shape_; }
+  const LoaderOptions& options() const { return options_; }
+  LoaderStats stats() const;
+  std::vector<int> worker_pids() const;
+
+ private:
+  static LoaderOptions validate(LoaderOptions options);
+  ring::RingGeometry geometry() const;
+  int64_t batches_for(size_t samples) const;
+  std::optional<Batch> next_host(bool wait);
+  std::optional<Batch> next_device();
+  uint32_t wait_for(uint64_t batch_id);
+  void fill_in_process(uint64_t batch_id);
+  void check_timeout(uint64_t wait_start_ns) const;
+  [[noreturn]] void raise_failure(uint64_t batch_id);
+  void check_not_leased(uint64_t batch_id, uint32_t state);
+  std::vector<int64_t> batch_samples(int64_t local_index) const;
+
+  LoaderOptions options_;
+  worker::WorkerConfig config_;
+  SampleShape shape_;
+  sampler::Sampler sampler_;
+  std::shared_ptr<ring::Ring> ring_;
+  std::unique_ptr<ring::SlotProtocol> protocol_;
+  std::unique_ptr<trainer::WorkerPool> pool_;
+  std::unique_ptr<worker::BatchFiller> in_process_;
+  int config_fd_ = -1;
+  bool ring_pinned_ = false;
+  std::unique_ptr<trainer::DeviceStage> device_;
+  std::deque<Batch> staged_;  // on the device, not yet handed out
+
+  // The epoch in progress.
+  bool epoch_open_ = false;
+  int64_t next_epoch_ = 0;
+  int64_t epoch_ = 0;
+  uint64_t first_batch_ = 0;
+  int64_t batch_count_ = 0;
+  int64_t cursor_ = 0;  // next batch index within the epoch
+  uint64_t plans_published_ = 0;
+  std::vector<int64_t> order_;
+  std::optional<std::vector<int64_t>> pending_order_;
+
+  uint64_t created_ns_ = 0;
+  uint64_t trainer_wait_ns_ = 0;
+  int64_t batches_ = 0;
+  int64_t samples_ = 0;
+};
+
+}  // namespace ringloader

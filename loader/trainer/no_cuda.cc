@@ -1,0 +1,24 @@
+// Built instead of loader/cuda/ when the CUDA Toolkit was not found: the
+// loader runs host-only and says so when a GPU is asked for.
+#include <cstdio>
+
+#include "loader/trainer/device_stage.h"
+#include "ringloader/errors.h"
+
+namespace ringloader::trainer {
+
+std::string cuda_unavailable_reason() {
+  return "ringloader was built without the CUDA Toolkit";
+}
+
+std::unique_ptr<DeviceStage> make_device_stage(const LoaderOptions& options,
+                                               const SampleShape&) {
+  throw OptionError("ringloader: device '" + options.device +
+                    "' requested, but " + cuda_unavailable_reason() +
+                    "; use device = \"cpu\"");
+}
+
+bool pin_host_memory(void*, size_t) { return false; }
+void unpin_host_memory(void*) {}
+
+}  // namespace ringloader::trainer

@@ -1,0 +1,196 @@
+#include "loader/trainer/worker_pool.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "loader/ring/futex.h"
+#include "ringloader/errors.h"
+
+extern char** environ;
+
+namespace ringloader::trainer {
+namespace {
+
+// Fixed descriptor numbers in the worker, named on its command line.
+constexpr int kWorkerRingFd = 3;
+constexpr int kWorkerConfigFd = 4;
+
+bool is_executable(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) &&
+         access(path.c_str(), X_OK) == 0;
+}
+
+std::string folder_of_this_library() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&folder_of_this_library), &info) == 0 ||
+      !info.dli_fname) {
+    return ".";
+  }
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// A CLOEXEC copy above the low numbers, so dup2 onto 3 and 4 in the child
+// never meets a source that already is 3 or 4 (dup2(fd, fd) would keep
+// CLOEXEC set and the worker would not get it).
+int high_copy(int fd) {
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  if (copy < 0) throw Error(std::string("ringloader: dup: ") + std::strerror(errno));
+  return copy;
+}
+
+}  // namespace
+
+std::string WorkerPool::find_executable(const std::string& configured) {
+  std::string path = configured;
+  if (path.empty()) {
+    const char* env = std::getenv("RINGLOADER_WORKER");
+    path = env && *env ? env : folder_of_this_library() + "/ringloader-worker";
+  }
+  if (!is_executable(path)) {
+    throw OptionError("ringloader: worker executable " + path +
+                      " not found or not executable (set "
+                      "LoaderOptions::worker_executable or $RINGLOADER_WORKER)");
+  }
+  return path;
+}
+
+WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
+                       const std::string& executable)
+    : ring_(ring), executable_(executable) {
+  int ring_fd = high_copy(ring.fd());
+  int config_copy = high_copy(config_fd);
+  try {
+    for (int index = 0; index < count; ++index) {
+      pids_.push_back(spawn(index, ring_fd, config_copy));
+    }
+  } catch (...) {
+    close(ring_fd);
+    close(config_copy);
+    shutdown();
+    throw;
+  }
+  close(ring_fd);
+  close(config_copy);
+}
+
+WorkerPool::~WorkerPool() { shutdown(); }
+
+int WorkerPool::spawn(int index, int ring_fd, int config_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawnattr_init(&attributes);
+  posix_spawn_file_actions_adddup2(&actions, ring_fd, kWorkerRingFd);
+  posix_spawn_file_actions_adddup2(&actions, config_fd, kWorkerConfigFd);
+  // Own process group: a terminal's Ctrl-C reaches the trainer, which then
+  // shuts workers down, instead of killing workers mid-batch under it.
+  sigset_t no_signals, default_signals;
+  sigemptyset(&no_signals);
+  sigemptyset(&default_signals);
+  sigaddset(&default_signals, SIGINT);
+  sigaddset(&default_signals, SIGTERM);
+  sigaddset(&default_signals, SIGPIPE);
+  posix_spawnattr_setsigmask(&attributes, &no_signals);
+  posix_spawnattr_setsigdefault(&attributes, &default_signals);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK |
+                                            POSIX_SPAWN_SETSIGDEF |
+                                            POSIX_SPAWN_SETPGROUP);
+  std::string ring_arg = std::to_string(kWorkerRingFd);
+  std::string config_arg = std::to_string(kWorkerConfigFd);
+  std::string index_arg = std::to_string(index);
+  std::string parent_arg = std::to_string(getpid());
+  const char* argv[] = {executable_.c_str(), "--ring-fd", ring_arg.c_str(),
+                        "--config-fd", config_arg.c_str(), "--index",
+                        index_arg.c_str(), "--parent-pid", parent_arg.c_str(),
+                        nullptr};
+  pid_t pid = -1;
+  int error = posix_spawn(&pid, executable_.c_str(), &actions, &attributes,
+                          const_cast<char* const*>(argv), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (error != 0) {
+    throw WorkerError("ringloader: cannot spawn worker " + std::to_string(index) +
+                      " (" + executable_ + "): " + std::strerror(error));
+  }
+  return pid;
+}
+
+std::vector<int> WorkerPool::pids() const {
+  std::vector<int> alive;
+  for (int pid : pids_) {
+    if (pid > 0) alive.push_back(pid);
+  }
+  return alive;
+}
+
+std::string WorkerPool::describe_exit(int index, int status) const {
+  std::string how =
+      WIFSIGNALED(status)
+          ? "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                strsignal(WTERMSIG(status)) + ")"
+          : "exited with status " + std::to_string(WEXITSTATUS(status)) +
+                (WEXITSTATUS(status) == 3 ? " (its error is on stderr)" : "");
+  uint64_t batch = ring_.worker(static_cast<uint32_t>(index))
+                       .current_batch.load(std::memory_order_relaxed);
+  std::string doing = batch == ring::kNoBatch
+                          ? "while idle"
+                          : "while filling batch id " + std::to_string(batch);
+  return "ringloader: worker " + std::to_string(index) + " (pid " +
+         std::to_string(pids_[index]) + ") " + how + " " + doing;
+}
+
+void WorkerPool::check_alive() {
+  for (size_t index = 0; index < pids_.size(); ++index) {
+    if (pids_[index] <= 0) continue;
+    int status = 0;
+    if (waitpid(pids_[index], &status, WNOHANG) == pids_[index]) {
+      std::string message = describe_exit(static_cast<int>(index), status);
+      pids_[index] = -1;
+      throw WorkerError(message);
+    }
+  }
+}
+
+void WorkerPool::shutdown() {
+  ring::ClaimControl& claims = ring_.claims();
+  claims.shutdown.store(1, std::memory_order_release);
+  claims.plan_signal.fetch_add(1, std::memory_order_release);
+  ring::futex_wake_all(claims.plan_signal);
+  for (uint32_t slot = 0; slot < ring_.geometry().slot_count; ++slot) {
+    ring::futex_wake_all(ring_.slot(slot).state);
+  }
+  // Workers poll their flags at least every 100 ms; a decode in progress may
+  // take longer, so give them a moment, then make sure.
+  const uint64_t deadline = ring::monotonic_ns() + 500'000'000;
+  for (int& pid : pids_) {
+    while (pid > 0) {
+      int status = 0;
+      pid_t done = waitpid(pid, &status, WNOHANG);
+      if (done == pid || (done < 0 && errno == ECHILD)) {
+        pid = -1;
+      } else if (ring::monotonic_ns() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  }
+}
+
+}  // namespace ringloader::trainer

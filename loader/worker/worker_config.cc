@@ -1,0 +1,33 @@
+#include "loader/worker/worker_config.h"
+
+#include "ringloader/errors.h"
+
+namespace ringloader::worker {
+
+std::string WorkerConfig::to_json_text() const {
+  nlohmann::json out;
+  out["dataset"] = dataset.to_json();
+  out["pipeline"] = pipeline.to_json();
+  out["seed"] = seed;
+  out["intra_op_threads"] = intra_op_threads;
+  out["max_image_pixels"] = max_image_pixels;
+  return out.dump();
+}
+
+WorkerConfig WorkerConfig::from_json_text(const std::string& text) {
+  WorkerConfig config;
+  try {
+    nlohmann::json in = nlohmann::json::parse(text);
+    config.dataset = Dataset::from_json(in.at("dataset"));
+    config.pipeline = Pipeline::from_json(in.at("pipeline"));
+    config.seed = in.at("seed").get<uint64_t>();
+    config.intra_op_threads = in.at("intra_op_threads").get<int>();
+    config.max_image_pixels = in.at("max_image_pixels").get<int64_t>();
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(std::string("ringloader: malformed worker configuration: ") +
+                error.what());
+  }
+  return config;
+}
+
+}  // namespace ringloader::worker

@@ -1,0 +1,25 @@
+// What a spawned worker needs to rebuild the trainer's pipeline: the resolved
+// dataset, the pipeline description and the options that affect the bytes it
+// writes. Travels as JSON in a sealed memfd inherited at spawn.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ringloader/dataset.h"
+#include "ringloader/transforms.h"
+
+namespace ringloader::worker {
+
+struct WorkerConfig {
+  Dataset dataset;
+  Pipeline pipeline;
+  uint64_t seed = 0;
+  int intra_op_threads = 1;
+  int64_t max_image_pixels = 0;
+
+  std::string to_json_text() const;
+  static WorkerConfig from_json_text(const std::string& text);
+};
+
+}  // namespace ringloader::worker

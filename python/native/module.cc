@@ -1,0 +1,138 @@
+// _ringloader: the public C++ API, seen from Python. Batches cross as DLPack
+// capsules that own a reference to the ring-slot tensors, so Python gets a
+// torch.Tensor aliasing the slot (no copy) and the slot returns to the
+// workers when Python drops the last tensor.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <ATen/DLConvertor.h>
+#include <torch/torch.h>
+
+#include "errors.h"
+#include "ringloader/ringloader.h"
+
+namespace py = pybind11;
+
+namespace ringloader::python {
+namespace {
+
+py::capsule to_capsule(const torch::Tensor& tensor) {
+  DLManagedTensor* managed = at::toDLPack(tensor);
+  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
+    // Only a capsule nobody consumed still owns the tensor.
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* owned = static_cast<DLManagedTensor*>(
+          PyCapsule_GetPointer(capsule, "dltensor"));
+      if (owned && owned->deleter) owned->deleter(owned);
+    }
+  });
+}
+
+Dataset dataset_from_json(const std::string& text) {
+  return Dataset::from_json(nlohmann::json::parse(text));
+}
+
+Pipeline pipeline_from_json(const std::string& text) {
+  return Pipeline::from_json(nlohmann::json::parse(text));
+}
+
+LoaderOptions options_from_dict(const py::dict& values) {
+  LoaderOptions options;
+  for (auto item : values) {
+    std::string key = py::str(item.first);
+    py::handle value = item.second;
+    if (key == "batch_size") options.batch_size = value.cast<int64_t>();
+    else if (key == "num_workers") options.num_workers = value.cast<int>();
+    else if (key == "ring_slots") options.ring_slots = value.cast<int>();
+    else if (key == "shuffle") options.shuffle = value.cast<bool>();
+    else if (key == "drop_last") options.drop_last = value.cast<bool>();
+    else if (key == "seed") options.seed = value.cast<uint64_t>();
+    else if (key == "intra_op_threads") options.intra_op_threads = value.cast<int>();
+    else if (key == "max_image_pixels") options.max_image_pixels = value.cast<int64_t>();
+    else if (key == "worker_executable") options.worker_executable = value.cast<std::string>();
+    else if (key == "poll_interval_s") options.poll_interval_s = value.cast<double>();
+    else if (key == "timeout_s") options.timeout_s = value.cast<double>();
+    else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
+    else throw OptionError("ringloader: unknown loader option '" + key + "'");
+  }
+  return options;
+}
+
+py::dict stats_dict(const LoaderStats& stats) {
+  py::dict out;
+  out["batches"] = stats.batches;
+  out["samples"] = stats.samples;
+  out["wall_s"] = stats.wall_s;
+  out["read_s"] = stats.read_s;
+  out["decode_s"] = stats.decode_s;
+  out["transform_s"] = stats.transform_s;
+  out["slot_wait_s"] = stats.slot_wait_s;
+  out["trainer_wait_s"] = stats.trainer_wait_s;
+  out["workers"] = stats.workers;
+  out["ring_slots"] = stats.ring_slots;
+  out["ring_bytes"] = stats.ring_bytes;
+  return out;
+}
+
+py::object next_batch(Loader& loader) {
+  std::optional<Batch> batch;
+  {
+    // Waiting for a batch must not hold the GIL: other Python threads (and
+    // the garbage collector releasing old batches) have to run meanwhile.
+    py::gil_scoped_release release;
+    batch = loader.next();
+  }
+  if (!batch) return py::none();
+  return py::make_tuple(to_capsule(batch->data), to_capsule(batch->target),
+                        batch->epoch, batch->index, batch->sample_indices);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ringloader, module) {
+  module.doc() = "ringloader native core (use the ringloader package)";
+  register_errors(module);
+
+  module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {
+    Dataset dataset = Dataset::image_folder(
+        root, mode == "L" ? ColorMode::kGray : ColorMode::kRGB);
+    return dataset.to_json().dump();
+  }, py::arg("root"), py::arg("mode") = "RGB");
+  module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
+    return Dataset::idx(images, labels).to_json().dump();
+  });
+  module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
+                                     int height, int width) {
+    SampleShape shape = pipeline_from_json(pipeline).output_shape(
+        mode == "L" ? ColorMode::kGray : ColorMode::kRGB, height, width);
+    return py::make_tuple(shape.channels, shape.height, shape.width,
+                          shape.dtype == DType::kFloat32 ? "float32" : "uint8",
+                          shape.layout == Layout::kCHW ? "CHW" : "HWC");
+  });
+
+  py::class_<Loader>(module, "NativeLoader")
+      .def(py::init([](const std::string& dataset, const std::string& pipeline,
+                       const py::dict& options) {
+             auto parsed = options_from_dict(options);
+             auto data = dataset_from_json(dataset);
+             auto ops = pipeline_from_json(pipeline);
+             py::gil_scoped_release release;
+             return std::make_unique<Loader>(std::move(data), std::move(ops), parsed);
+           }),
+           py::arg("dataset_json"), py::arg("pipeline_json"), py::arg("options"))
+      .def("set_epoch", &Loader::set_epoch)
+      .def("set_order", &Loader::set_order)
+      .def("start_epoch", [](Loader& loader) {
+        // begin() yields the first batch into an iterator we do not keep:
+        // start the epoch through next() instead.
+        py::gil_scoped_release release;
+        loader.begin_epoch();
+      })
+      .def("next", &next_batch)
+      .def("__len__", &Loader::size)
+      .def("stats", [](const Loader& loader) { return stats_dict(loader.stats()); })
+      .def("stats_text", [](const Loader& loader) { return loader.stats().to_string(); })
+      .def("worker_pids", &Loader::worker_pids);
+}
+
+}  // namespace ringloader::python

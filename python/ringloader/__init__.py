@@ -1,0 +1,31 @@
+"""ringloader: a DataLoader whose spawned workers decode straight into a ring
+of shared memory, handing batches to the trainer without pickling or copies.
+
+    import ringloader
+    from ringloader import transforms as T
+
+    train = ringloader.datasets.ImageFolder("/data/train", transform=T.Compose([
+        T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]))
+    loader = ringloader.DataLoader(train, batch_size=64, shuffle=True,
+                                   num_workers=4)
+    for images, labels in loader:
+        ...
+"""
+import torch  # noqa: F401  (loads libtorch before the extension)
+
+from ._ringloader import (  # noqa: F401
+    DataIOError,
+    DecodeError,
+    Error,
+    LeaseError,
+    OptionError,
+    WorkerError,
+)
+from . import datasets, transforms  # noqa: F401
+from .dataloader import DataLoader  # noqa: F401
+
+__all__ = [
+    "DataLoader", "datasets", "transforms", "Error", "OptionError",
+    "DataIOError", "DecodeError", "WorkerError", "LeaseError",
+]

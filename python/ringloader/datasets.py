@@ -1,0 +1,194 @@
+"""Datasets ringloader's workers read natively, named like torchvision's.
+
+Each keeps torchvision's attributes (``classes``, ``class_to_idx``,
+``samples``, ``targets``) and ``__getitem__`` (through PIL, for inspection
+and for use with any DataLoader); ``ringloader.DataLoader`` never calls
+``__getitem__`` on them: workers decode and transform in C++.
+"""
+import json
+import os
+
+from . import _ringloader
+from . import transforms as _transforms
+
+__all__ = ["ImageFolder", "FileList", "IdxDataset", "FashionMNIST"]
+
+FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
+
+
+class NativeDataset:
+    """Base: a dataset description plus a pipeline, both plain data."""
+
+    def __init__(self, description, transform, target_transform=None):
+        if target_transform is not None:
+            raise _ringloader.OptionError(
+                "target_transform is not supported by native ringloader "
+                "datasets (labels are int64 class indices)")
+        self._description = description
+        self.transform = transform
+        self._pipeline = _transforms.from_torchvision(transform)
+
+    def __len__(self):
+        return len(self._description["labels"])
+
+    def ringloader_dataset_json(self):
+        return json.dumps(self._description)
+
+    def ringloader_pipeline_json(self):
+        return json.dumps(self._pipeline.to_ops())
+
+    def _load_pil(self, index):
+        raise NotImplementedError
+
+    def __getitem__(self, index):
+        image = self._load_pil(index)
+        if self.transform is not None:
+            image = _torchvision_equivalent(self.transform)(image)
+        return image, int(self._description["labels"][index])
+
+
+class FileList(NativeDataset):
+    """(path, label) pairs, or a text file of ``<path> <label>`` lines."""
+
+    def __init__(self, samples, transform=None, target_transform=None,
+                 mode="RGB"):
+        if isinstance(samples, (str, os.PathLike)):
+            samples = _read_list(os.fspath(samples))
+        samples = [(os.fspath(p), int(label)) for p, label in samples]
+        if not samples:
+            raise _ringloader.DataIOError("ringloader: the file list is empty")
+        description = {
+            "kind": "files", "mode": mode,
+            "paths": [p for p, _ in samples],
+            "labels": [label for _, label in samples], "classes": [],
+        }
+        super().__init__(description, transform, target_transform)
+        self.samples = samples
+        self.targets = description["labels"]
+        self.mode = mode
+
+    def _load_pil(self, index):
+        from PIL import Image
+        with open(self.samples[index][0], "rb") as f:
+            return Image.open(f).convert(self.mode)
+
+
+class ImageFolder(FileList):
+    """torchvision.datasets.ImageFolder: root/<class>/<image>, same order."""
+
+    def __init__(self, root, transform=None, target_transform=None,
+                 loader=None, is_valid_file=None, mode="RGB"):
+        if loader is not None or is_valid_file is not None:
+            raise _ringloader.OptionError(
+                "ImageFolder: custom loader / is_valid_file run Python per "
+                "sample; use torchvision's ImageFolder as a plain Python "
+                "dataset for that")
+        description = json.loads(_ringloader.scan_image_folder(os.fspath(root), mode))
+        samples = list(zip(description["paths"], description["labels"]))
+        super().__init__(samples, transform, target_transform, mode)
+        self._description["classes"] = description["classes"]
+        self.root = os.fspath(root)
+        self.classes = description["classes"]
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+        self.imgs = self.samples
+
+
+class IdxDataset(NativeDataset):
+    """MNIST-style IDX image + label files (plain or .gz), 8-bit grayscale."""
+
+    def __init__(self, images, labels, transform=None, target_transform=None):
+        description = json.loads(_ringloader.idx_dataset(os.fspath(images),
+                                                         os.fspath(labels)))
+        super().__init__(description, transform, target_transform)
+        self._count = description["count"]
+        self._arrays = None
+
+    def __len__(self):
+        return self._count
+
+    def _load_arrays(self):
+        if self._arrays is None:
+            self._arrays = (_read_idx(self._description["images"]),
+                            _read_idx(self._description["labels"]))
+        return self._arrays
+
+    def _load_pil(self, index):
+        from PIL import Image
+        return Image.fromarray(self._load_arrays()[0][index], mode="L")
+
+    @property
+    def targets(self):
+        return self._load_arrays()[1].tolist()
+
+    def __getitem__(self, index):
+        image = self._load_pil(index)
+        if self.transform is not None:
+            image = _torchvision_equivalent(self.transform)(image)
+        return image, int(self._load_arrays()[1][index])
+
+
+class FashionMNIST(IdxDataset):
+    """Fashion-MNIST from Debian's dataset-fashion-mnist (or ``root``)."""
+
+    classes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+               "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
+
+    def __init__(self, root=FASHION_MNIST_ROOT, train=True, transform=None,
+                 target_transform=None):
+        prefix = "train" if train else "t10k"
+        super().__init__(os.path.join(root, f"{prefix}-images-idx3-ubyte.gz"),
+                         os.path.join(root, f"{prefix}-labels-idx1-ubyte.gz"),
+                         transform, target_transform)
+
+
+def _read_list(path):
+    base = os.path.dirname(path)
+    samples = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                file, label = line.rsplit(None, 1)
+                samples.append((os.path.join(base, file), int(label)))
+            except ValueError:
+                raise _ringloader.OptionError(
+                    f"ringloader: {path} line {number}: expected '<path> <label>'")
+    return samples
+
+
+def _read_idx(path):
+    import gzip
+
+    import numpy as np
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def _torchvision_equivalent(transform):
+    """The torchvision transform a ringloader one stands for (for __getitem__)."""
+    if not isinstance(transform, (_transforms.Compose, _transforms._Op)):
+        return transform
+    import torchvision.transforms as tv
+    ops = transform.transforms if isinstance(transform, _transforms.Compose) else [transform]
+    converted = []
+    for op in ops:
+        params = op.params()
+        if "size" in params:
+            size = params["size"]
+            params["size"] = size[0] if len(size) == 1 else tuple(size)
+        if "interpolation" in params:
+            params["interpolation"] = tv.InterpolationMode(params["interpolation"])
+        if op.name == "RandomCrop":
+            params["padding"] = params["padding"] or None
+            params["fill"] = params["fill"][0] if len(params["fill"]) == 1 else tuple(params["fill"])
+        for key in ("scale", "ratio"):
+            if key in params:
+                params[key] = tuple(params[key])
+        converted.append(getattr(tv, op.name)(**params))
+    return tv.Compose(converted)

@@ -1,0 +1,202 @@
+"""Transforms with torchvision's names, signatures and defaults.
+
+They are descriptions: ringloader's workers run them natively (no Python per
+sample). A torchvision ``Compose`` of the supported ops converts
+automatically (``from_torchvision``); anything else raises ``OptionError``
+naming the op.
+"""
+import json
+import numbers
+
+from ._ringloader import OptionError
+
+__all__ = [
+    "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
+    "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
+    "Normalize", "from_torchvision", "pipeline_json",
+]
+
+
+def _size_list(size, name):
+    if isinstance(size, numbers.Integral):
+        return [int(size)]
+    if isinstance(size, (list, tuple)) and len(size) in (1, 2):
+        return [int(s) for s in size]
+    raise OptionError(f"{name}: size must be an int or a sequence of 1 or 2 "
+                      f"ints, got {size!r}")
+
+
+def _interpolation(mode):
+    value = getattr(mode, "value", mode)  # torchvision InterpolationMode
+    if isinstance(value, str):
+        return value.lower()
+    raise OptionError(f"interpolation {mode!r} is not supported")
+
+
+class _Op:
+    name = ""
+
+    def params(self):
+        return {}
+
+    def to_op(self):
+        return {"op": self.name, **self.params()}
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{self.name}({args})"
+
+
+class Compose:
+    def __init__(self, transforms):
+        self.transforms = [from_torchvision_op(t) for t in transforms]
+
+    def to_ops(self):
+        return [t.to_op() for t in self.transforms]
+
+    def __repr__(self):
+        return "Compose(" + ", ".join(repr(t) for t in self.transforms) + ")"
+
+
+class Resize(_Op):
+    name = "Resize"
+
+    def __init__(self, size, interpolation="bilinear", max_size=None,
+                 antialias=None):
+        self.size = _size_list(size, "Resize")
+        self.interpolation = _interpolation(interpolation)
+        self.max_size = max_size
+        self.antialias = True if antialias is None else bool(antialias)
+
+    def params(self):
+        out = {"size": self.size, "interpolation": self.interpolation,
+               "antialias": self.antialias}
+        if self.max_size is not None:
+            out["max_size"] = int(self.max_size)
+        return out
+
+
+class CenterCrop(_Op):
+    name = "CenterCrop"
+
+    def __init__(self, size):
+        self.size = _size_list(size, "CenterCrop")
+
+    def params(self):
+        return {"size": self.size}
+
+
+class RandomCrop(_Op):
+    name = "RandomCrop"
+
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0,
+                 padding_mode="constant"):
+        self.size = _size_list(size, "RandomCrop")
+        if padding is None:
+            self.padding = []
+        elif isinstance(padding, numbers.Integral):
+            self.padding = [int(padding)]
+        else:
+            self.padding = [int(p) for p in padding]
+        self.pad_if_needed = bool(pad_if_needed)
+        self.fill = [int(fill)] if isinstance(fill, numbers.Number) else [int(f) for f in fill]
+        self.padding_mode = padding_mode
+
+    def params(self):
+        return {"size": self.size, "padding": self.padding,
+                "pad_if_needed": self.pad_if_needed, "fill": self.fill,
+                "padding_mode": self.padding_mode}
+
+
+class RandomResizedCrop(_Op):
+    name = "RandomResizedCrop"
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+                 interpolation="bilinear", antialias=None):
+        self.size = _size_list(size, "RandomResizedCrop")
+        self.scale = [float(s) for s in scale]
+        self.ratio = [float(r) for r in ratio]
+        self.interpolation = _interpolation(interpolation)
+
+    def params(self):
+        return {"size": self.size, "scale": self.scale, "ratio": self.ratio,
+                "interpolation": self.interpolation}
+
+
+class RandomHorizontalFlip(_Op):
+    name = "RandomHorizontalFlip"
+
+    def __init__(self, p=0.5):
+        self.p = float(p)
+
+    def params(self):
+        return {"p": self.p}
+
+
+class RandomVerticalFlip(RandomHorizontalFlip):
+    name = "RandomVerticalFlip"
+
+
+class ToTensor(_Op):
+    name = "ToTensor"
+
+
+class PILToTensor(_Op):
+    name = "PILToTensor"
+
+
+class Normalize(_Op):
+    name = "Normalize"
+
+    def __init__(self, mean, std, inplace=False):
+        self.mean = [float(m) for m in mean]
+        self.std = [float(s) for s in std]
+
+    def params(self):
+        return {"mean": self.mean, "std": self.std}
+
+
+_TORCHVISION_CONVERTERS = {
+    "Resize": lambda t: Resize(t.size, t.interpolation, t.max_size,
+                               getattr(t, "antialias", None)),
+    "CenterCrop": lambda t: CenterCrop(t.size),
+    "RandomCrop": lambda t: RandomCrop(t.size, t.padding, t.pad_if_needed,
+                                       t.fill, t.padding_mode),
+    "RandomResizedCrop": lambda t: RandomResizedCrop(t.size, t.scale, t.ratio,
+                                                     t.interpolation),
+    "RandomHorizontalFlip": lambda t: RandomHorizontalFlip(t.p),
+    "RandomVerticalFlip": lambda t: RandomVerticalFlip(t.p),
+    "ToTensor": lambda t: ToTensor(),
+    "PILToTensor": lambda t: PILToTensor(),
+    "Normalize": lambda t: Normalize(t.mean, t.std),
+}
+
+
+def from_torchvision_op(transform):
+    """One op: ours as is, torchvision's converted, anything else refused."""
+    if isinstance(transform, _Op):
+        return transform
+    name = type(transform).__name__
+    module = type(transform).__module__ or ""
+    if module.startswith("torchvision") and name in _TORCHVISION_CONVERTERS:
+        return _TORCHVISION_CONVERTERS[name](transform)
+    supported = ", ".join(sorted(_TORCHVISION_CONVERTERS))
+    raise OptionError(f"transform {name} ({module}) cannot run natively in "
+                      f"ringloader; supported: {supported}. Wrap your dataset "
+                      f"as a plain Python Dataset to run arbitrary transforms.")
+
+
+def from_torchvision(transform):
+    """A ringloader Compose from a torchvision Compose, op, or None."""
+    if transform is None:
+        return Compose([])
+    if isinstance(transform, Compose):
+        return transform
+    ops = getattr(transform, "transforms", None)
+    if ops is not None and type(transform).__name__ == "Compose":
+        return Compose(ops)
+    return Compose([transform])
+
+
+def pipeline_json(transform):
+    return json.dumps(from_torchvision(transform).to_ops())

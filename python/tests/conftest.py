@@ -1,0 +1,30 @@
+import os
+import sys
+
+import numpy as np
+import pytest
+
+# The build tree's package (ctest sets PYTHONPATH; this helps direct runs).
+_BUILD = os.environ.get("RINGLOADER_BUILD_DIR",
+                        os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+if os.path.isdir(os.path.join(_BUILD, "python")):
+    sys.path.insert(0, os.path.join(_BUILD, "python"))
+
+
+def write_image_folder(root, classes=3, per_class=8, ext="png", seed=0):
+    """root/class_i/NNN.ext with random-sized, random-content RGB images."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    for c in range(classes):
+        folder = os.path.join(root, f"class_{c}")
+        os.makedirs(folder, exist_ok=True)
+        for j in range(per_class):
+            h, w = rng.integers(20, 60, size=2)
+            pixels = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(os.path.join(folder, f"{j:03d}.{ext}"))
+    return root
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    return write_image_folder(str(tmp_path / "images"))

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds ringloader into BUILD_DIR (default: build).
+#   scripts/build.sh [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${BUILD_DIR:-build}"
+GENERATOR=()
+if command -v ninja >/dev/null; then GENERATOR=(-G Ninja); fi
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+  cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DPython3_EXECUTABLE=/usr/bin/python3 "$@"
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds, and trains the sample
+# image classifier on Fashion-MNIST (Debian's dataset-fashion-mnist), fed
+# through ringloader. Extra arguments go to the trainer (see --help).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install_deps.sh
+export BUILD_DIR="${BUILD_DIR:-build}"
+scripts/build.sh
+exec "$BUILD_DIR/ringloader-train" "$@"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sanitizer builds of the parts ringloader owns. libtorch is not built with
+# sanitizers, so the suites that need it run under ASan+UBSan only (ASan
+# tolerates uninstrumented libraries; TSan does not), and TSan covers the
+# torch-free unit suite, where the ring protocol's concurrency lives.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GENERATOR=()
+if command -v ninja >/dev/null; then GENERATOR=(-G Ninja); fi
+
+run_build() {
+  local dir=$1 sanitize=$2 target=$3
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake -S . -B "$dir" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DRINGLOADER_SANITIZE="$sanitize" -DRINGLOADER_BUILD_SAMPLES=OFF \
+      -DRINGLOADER_BUILD_BENCH=OFF -DRINGLOADER_BUILD_PYTHON=OFF
+  fi
+  cmake --build "$dir" -j "$(nproc)" --target $target
+}
+
+echo "== ASan+UBSan"
+run_build build-asan address,undefined "ringloader_unit_tests ringloader_loader_tests ringloader-worker"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+build-asan/ringloader_unit_tests --gtest_brief=1
+build-asan/ringloader_loader_tests --gtest_brief=1
+
+echo "== TSan"
+run_build build-tsan thread ringloader_unit_tests
+TSAN_OPTIONS=halt_on_error=1 build-tsan/ringloader_unit_tests --gtest_brief=1

@@ -1,0 +1,160 @@
+// Construction, validation, errors and teardown: nothing outlives a Loader
+// (no worker process, no memfd, no mapping), and bad input gets a typed
+// error that names the file, the sample and the reason.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "ringloader/ringloader.h"
+#include "test_data.h"
+
+namespace ringloader {
+namespace {
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::make_image_folder(dir_ / "images", 2, 6);
+    dataset_ = Dataset::image_folder(dir_ / "images");
+  }
+  LoaderOptions options(int batch, int workers) {
+    LoaderOptions out;
+    out.batch_size = batch;
+    out.num_workers = workers;
+    return out;
+  }
+  testing::TempDir dir_;
+  Dataset dataset_;
+};
+
+TEST_F(Lifecycle, NoProcessFdOrMappingSurvivesTheLoader) {
+  const int fds_before = testing::count_ringloader_fds();
+  const int maps_before = testing::count_ringloader_mappings();
+  std::vector<int> pids;
+  {
+    Loader loader(dataset_, Pipeline{CenterCrop(8)}, options(4, 2));
+    pids = loader.worker_pids();
+    ASSERT_EQ(pids.size(), 2u);
+    for (int pid : pids) EXPECT_TRUE(testing::process_alive(pid));
+    EXPECT_GT(testing::count_ringloader_mappings(), maps_before);
+    for (Batch& batch : loader) (void)batch;
+    // Leave mid-epoch with batches in flight.
+    auto it = loader.begin();
+    (void)it;
+  }
+  for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
+  EXPECT_EQ(testing::count_ringloader_fds(), fds_before);
+  EXPECT_EQ(testing::count_ringloader_mappings(), maps_before);
+}
+
+TEST_F(Lifecycle, RepeatedConstructionLeaksNothing) {
+  const int fds_before = testing::count_ringloader_fds();
+  for (int i = 0; i < 20; ++i) {
+    Loader loader(dataset_, Pipeline{CenterCrop(8)}, options(3, 1));
+    auto it = loader.begin();
+    EXPECT_EQ(it->data.size(0), 3);
+  }
+  EXPECT_EQ(testing::count_ringloader_fds(), fds_before);
+  EXPECT_EQ(testing::count_ringloader_mappings(), 0);
+}
+
+TEST_F(Lifecycle, BadOptionsFailAtConstruction) {
+  auto expect_option_error = [&](LoaderOptions opts, const std::string& word) {
+    try {
+      Loader loader(dataset_, Pipeline{CenterCrop(8)}, opts);
+      FAIL() << "expected OptionError mentioning " << word;
+    } catch (const OptionError& error) {
+      EXPECT_NE(std::string(error.what()).find(word), std::string::npos)
+          << error.what();
+    }
+  };
+  expect_option_error(options(0, 1), "batch_size");
+  expect_option_error(options(4, -1), "num_workers");
+  auto one_slot = options(4, 1);
+  one_slot.ring_slots = 1;
+  expect_option_error(one_slot, "ring_slots");
+  auto no_worker = options(4, 1);
+  no_worker.worker_executable = "/nonexistent/ringloader-worker";
+  expect_option_error(no_worker, "worker executable");
+  // A pipeline whose output size depends on the image.
+  EXPECT_THROW(Loader(dataset_, Pipeline{Resize(16)}, options(4, 0)), OptionError);
+}
+
+TEST_F(Lifecycle, MissingAndEmptyFoldersAreIoErrors) {
+  EXPECT_THROW(Dataset::image_folder(dir_ / "nope"), IoError);
+  testing::TempDir empty;
+  EXPECT_THROW(Dataset::image_folder(empty.path()), IoError);
+  std::string classless = empty / "a";
+  ASSERT_EQ(system(("mkdir -p '" + classless + "'").c_str()), 0);
+  try {
+    Dataset::image_folder(empty.path());
+    FAIL();
+  } catch (const IoError& error) {
+    EXPECT_NE(std::string(error.what()).find(classless), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(Lifecycle, CorruptFileErrorNamesFileAndSampleInEveryMode) {
+  std::string bad = dir_ / "images/class_1/002.png";
+  testing::write_file(bad, "\x89PNG\r\n\x1a\nthis is not really a png");
+  for (int workers : {0, 2}) {
+    Loader loader(Dataset::image_folder(dir_ / "images"), Pipeline{CenterCrop(8)},
+                  options(4, workers));
+    std::string message;
+    int64_t delivered = 0;
+    try {
+      for (Batch& batch : loader) delivered += batch.data.size(0);
+    } catch (const DecodeError& error) {
+      message = error.what();
+    }
+    EXPECT_NE(message.find(bad), std::string::npos) << message;
+    EXPECT_NE(message.find("sample 8"), std::string::npos) << message;
+    EXPECT_NE(message.find("batch 2"), std::string::npos) << message;
+    EXPECT_EQ(delivered, 8) << "batches before the bad one arrive";
+  }
+}
+
+TEST_F(Lifecycle, UnreadableFileIsAnIoError) {
+  if (geteuid() == 0) {
+    // root reads anything; a missing file exercises the same path.
+  }
+  std::string gone = dir_ / "images/class_0/001.png";
+  Dataset dataset = Dataset::image_folder(dir_ / "images");
+  ASSERT_EQ(unlink(gone.c_str()), 0);
+  Loader loader(dataset, Pipeline{CenterCrop(8)}, options(12, 1));
+  try {
+    loader.begin();
+    FAIL() << "expected IoError";
+  } catch (const IoError& error) {
+    EXPECT_NE(std::string(error.what()).find(gone), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("sample 1"), std::string::npos);
+  }
+}
+
+TEST_F(Lifecycle, KilledWorkerIsReportedByName) {
+  auto opts = options(2, 1);
+  opts.poll_interval_s = 0.02;
+  Loader loader(dataset_, Pipeline{CenterCrop(8)}, opts);
+  int pid = loader.worker_pids().at(0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  try {
+    for (Batch& batch : loader) (void)batch;
+    // The worker may have filled the whole ring before it died.
+    for (Batch& batch : loader) (void)batch;
+    FAIL() << "expected WorkerError";
+  } catch (const WorkerError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("worker 0"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(pid)), std::string::npos) << message;
+    EXPECT_NE(message.find("signal 9"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace ringloader

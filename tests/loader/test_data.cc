@@ -1,0 +1,109 @@
+#include "test_data.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+namespace ringloader::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") +
+                        "/ringloader-test-XXXXXX";
+  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::string command = "rm -rf '" + path_ + "'";
+  if (std::system(command.c_str()) != 0) {
+    // Nothing to do: a leftover temp folder is not a test failure.
+  }
+}
+
+void make_image_folder(const std::string& root, int classes, int per_class,
+                       const std::string& extension, int min_side,
+                       int max_side) {
+  mkdir(root.c_str(), 0755);
+  for (int c = 0; c < classes; ++c) {
+    std::string folder = root + "/class_" + std::to_string(c);
+    mkdir(folder.c_str(), 0755);
+    for (int j = 0; j < per_class; ++j) {
+      int span = max_side - min_side + 1;
+      int height = min_side + (c * 7 + j * 13) % span;
+      int width = min_side + (c * 11 + j * 5) % span;
+      cv::Mat image(height, width, CV_8UC3);
+      for (int y = 0; y < height; ++y) {
+        for (int x = 0; x < width; ++x) {
+          image.at<cv::Vec3b>(y, x) = cv::Vec3b(
+              static_cast<uchar>((x * 9 + c * 40) & 255),
+              static_cast<uchar>((y * 7 + j * 17) & 255),
+              static_cast<uchar>((x * y + c + j) & 255));
+        }
+      }
+      char name[32];
+      std::snprintf(name, sizeof(name), "%03d.", j);
+      cv::imwrite(folder + "/" + name + extension, image);
+    }
+  }
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+namespace {
+
+int count_lines_with(const std::string& file, const std::string& needle) {
+  std::ifstream in(file);
+  std::string line;
+  int count = 0;
+  while (std::getline(in, line)) {
+    if (line.find(needle) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+int count_ringloader_fds() {
+  int count = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  while (dirent* entry = readdir(dir)) {
+    char target[512];
+    std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    if (std::string(target).find("memfd:ringloader") != std::string::npos) ++count;
+  }
+  closedir(dir);
+  return count;
+}
+
+int count_ringloader_mappings() {
+  return count_lines_with("/proc/self/maps", "memfd:ringloader");
+}
+
+bool process_alive(int pid) {
+  // A zombie still answers kill(0); look at its state instead.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string pid_field, name, state;
+  stat >> pid_field >> name >> state;
+  return state != "Z" && state != "X";
+}
+
+}  // namespace ringloader::testing

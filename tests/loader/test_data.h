@@ -1,0 +1,35 @@
+// Small datasets the tests make themselves in a temporary folder.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ringloader::testing {
+
+// A fresh empty folder under $TMPDIR, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// root/<class_i>/<j>.<ext>: `per_class` images per class of varying sizes
+// with content that depends on (class, j), written with OpenCV.
+void make_image_folder(const std::string& root, int classes, int per_class,
+                       const std::string& extension = "png", int min_side = 24,
+                       int max_side = 48);
+
+void write_file(const std::string& path, const std::string& bytes);
+
+// File descriptors of this process that point at a ringloader memfd, and
+// its mappings of one: both must be empty once every Loader is gone.
+int count_ringloader_fds();
+int count_ringloader_mappings();
+bool process_alive(int pid);
+
+}  // namespace ringloader::testing

@@ -1,0 +1,165 @@
+// The fence protocol under concurrency, without processes or decoders:
+// filler threads and a consumer share a real memfd ring. Run under TSan in CI.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "loader/ring/futex.h"
+#include "loader/ring/ring.h"
+#include "loader/ring/slot_protocol.h"
+
+namespace ringloader::ring {
+namespace {
+
+RingGeometry small_geometry(uint32_t slots) {
+  RingGeometry geometry;
+  geometry.slot_count = slots;
+  geometry.worker_capacity = 4;
+  geometry.batch_size = 4;
+  geometry.sample_bytes = 16;
+  geometry.order_capacity = 64;
+  return geometry;
+}
+
+TEST(RingLayout, GeometryIsAlignedAndAttachable) {
+  auto ring = Ring::create(small_geometry(3));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(ring->slot_data(0)) % kPageSize, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(&ring->slot(1)) % kCacheLine, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(&ring->claims()) % kCacheLine, 0u);
+  auto again = Ring::attach(dup(ring->fd()));
+  EXPECT_EQ(again->geometry().slot_count, 3u);
+  ring->slot_targets(2)[3] = 42;
+  EXPECT_EQ(again->slot_targets(2)[3], 42);  // same pages
+}
+
+TEST(RingLayout, AttachRejectsForeignMemory) {
+  int fd = SharedRegion::create_text_fd("ringloader-test", "not a ring at all");
+  EXPECT_ANY_THROW(Ring::attach(fd));
+}
+
+TEST(SlotProtocol, ClaimsFollowPlansAndStopAtTheirEnd) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  Claim claim;
+  EXPECT_FALSE(protocol.try_claim(claim));  // no plan yet
+  EXPECT_EQ(protocol.publish_plan(0, 3, 10, 0), 0u);
+  for (uint64_t expected = 0; expected < 3; ++expected) {
+    ASSERT_TRUE(protocol.try_claim(claim));
+    EXPECT_EQ(claim.batch_id, expected);
+    EXPECT_EQ(claim.local_index, expected);
+  }
+  EXPECT_FALSE(protocol.try_claim(claim));
+  // Next plan starts right after the last claimed id.
+  EXPECT_EQ(protocol.publish_plan(1, 5, 20, 1), 3u);
+  ASSERT_TRUE(protocol.try_claim(claim));
+  EXPECT_EQ(claim.batch_id, 3u);
+  EXPECT_EQ(claim.epoch, 1u);
+  EXPECT_EQ(claim.order_table, 1u);
+  // Abandon after one claim: the next plan starts at 4, nothing cancelled
+  // but that one claimed id.
+  EXPECT_EQ(protocol.publish_plan(2, 5, 20, 0), 4u);
+  EXPECT_TRUE(protocol.cancelled(3));
+  EXPECT_FALSE(protocol.cancelled(4));
+}
+
+TEST(SlotProtocol, SlotWalksThroughItsPhases) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  protocol.publish_plan(0, 4, 16, 0);
+  EXPECT_TRUE(protocol.acquire_for_fill(1, [] { return true; }));
+  EXPECT_EQ(phase_of(ring->slot(1).state.load()), kFilling);
+  protocol.publish(1, kReady);
+  EXPECT_EQ(ring->slot(1).state.load(), state_word(1, 2, kReady));
+  protocol.lease(1);
+  // Batch 3 shares slot 1: not fillable while batch 1 is leased.
+  EXPECT_FALSE(protocol.acquire_for_fill(3, [] { return false; }));
+  protocol.release(1);
+  EXPECT_EQ(ring->slot(1).state.load(), state_word(3, 2, kFree));
+  EXPECT_TRUE(protocol.acquire_for_fill(3, [] { return true; }));
+}
+
+TEST(SlotProtocol, CancelledReadySlotMovesToTheNextLiveId) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  protocol.publish_plan(0, 10, 40, 0);
+  Claim claim;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(protocol.try_claim(claim));  // 0..3
+  ASSERT_TRUE(protocol.acquire_for_fill(0, [] { return true; }));
+  protocol.publish(0, kReady);
+  protocol.lease(0);
+  ASSERT_TRUE(protocol.acquire_for_fill(1, [] { return true; }));
+  protocol.publish(1, kReady);  // ready but never taken
+  // Abandon: ids 1..3 are cancelled, the new plan starts at 4.
+  EXPECT_EQ(protocol.publish_plan(1, 10, 40, 1), 4u);
+  EXPECT_EQ(ring->slot(1).state.load(), state_word(5, 2, kFree));
+  // Slot 0 is leased by batch 0 (consumed); its release skips cancelled 2.
+  protocol.release(0);
+  EXPECT_EQ(ring->slot(0).state.load(), state_word(4, 2, kFree));
+}
+
+// Fillers write the batch id into every byte-group of their slot; the
+// consumer checks order and content while plans are abandoned at random.
+TEST(SlotProtocol, ConcurrentFillersDeliverEveryLiveBatchOnceInOrder) {
+  constexpr uint32_t kSlots = 3;
+  auto ring = Ring::create(small_geometry(kSlots));
+  SlotProtocol protocol(*ring);
+  std::atomic<bool> stop{false};
+  auto filler = [&] {
+    while (!stop.load(std::memory_order_acquire)) {
+      uint32_t signal = ring->claims().plan_signal.load(std::memory_order_acquire);
+      Claim claim;
+      if (!protocol.try_claim(claim)) {
+        futex_wait(ring->claims().plan_signal, signal, 1'000'000);
+        continue;
+      }
+      if (!protocol.acquire_for_fill(claim.batch_id, [&] {
+            return !stop.load(std::memory_order_acquire);
+          })) {
+        continue;
+      }
+      uint32_t slot = slot_of(claim.batch_id, kSlots);
+      std::memcpy(ring->slot_data(slot), &claim.batch_id, sizeof(uint64_t));
+      ring->slot_targets(slot)[0] = static_cast<int64_t>(claim.local_index);
+      protocol.publish(claim.batch_id, kReady);
+    }
+  };
+  std::vector<std::thread> fillers;
+  for (int i = 0; i < 3; ++i) fillers.emplace_back(filler);
+
+  std::mt19937 random(7);
+  uint64_t delivered = 0;
+  for (int epoch = 0; epoch < 60; ++epoch) {
+    const uint64_t count = 1 + random() % 12;
+    const uint64_t stop_after = random() % 3 == 0 ? random() % count : count;
+    uint64_t first = protocol.publish_plan(epoch, count, count * 4, epoch % 2);
+    for (uint64_t local = 0; local < stop_after; ++local) {
+      uint64_t id = first + local;
+      SlotControl& slot = ring->slot(slot_of(id, kSlots));
+      for (;;) {
+        uint32_t state = slot.state.load(std::memory_order_acquire);
+        if (state == state_word(id, kSlots, kReady)) break;
+        futex_wait(slot.state, state, 1'000'000);
+      }
+      protocol.lease(id);
+      uint64_t written = 0;
+      std::memcpy(&written, ring->slot_data(slot_of(id, kSlots)), sizeof(written));
+      ASSERT_EQ(written, id) << "epoch " << epoch;
+      ASSERT_EQ(ring->slot_targets(slot_of(id, kSlots))[0],
+                static_cast<int64_t>(local));
+      protocol.release(id);
+      ++delivered;
+    }
+  }
+  stop.store(true, std::memory_order_release);
+  for (uint32_t s = 0; s < kSlots; ++s) futex_wake_all(ring->slot(s).state);
+  futex_wake_all(ring->claims().plan_signal);
+  for (auto& thread : fillers) thread.join();
+  EXPECT_GT(delivered, 100u);
+}
+
+}  // namespace
+}  // namespace ringloader::ring

@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "loader/sampler/sampler.h"
+#include "ringloader/errors.h"
+
+namespace ringloader::sampler {
+namespace {
+
+SamplerOptions options(int64_t n, int64_t batch, bool shuffle) {
+  SamplerOptions out;
+  out.dataset_size = n;
+  out.batch_size = batch;
+  out.shuffle = shuffle;
+  out.seed = 99;
+  return out;
+}
+
+TEST(Sampler, SequentialWithShortLastBatch) {
+  Sampler sampler(options(10, 4, false));
+  EXPECT_EQ(sampler.batches_per_epoch(), 3);
+  auto order = sampler.order(0);
+  std::vector<int64_t> expected(10);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(order, expected);
+}
+
+TEST(Sampler, DropLastTrims) {
+  auto opts = options(10, 4, true);
+  opts.drop_last = true;
+  Sampler sampler(opts);
+  EXPECT_EQ(sampler.batches_per_epoch(), 2);
+  EXPECT_EQ(sampler.order(3).size(), 8u);
+}
+
+TEST(Sampler, ShuffleIsAPermutationPerEpochAndReproducible) {
+  Sampler sampler(options(1000, 10, true));
+  auto a = sampler.order(0), b = sampler.order(1), again = sampler.order(0);
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, b);
+  std::set<int64_t> unique(a.begin(), a.end());
+  EXPECT_EQ(unique.size(), 1000u);
+  EXPECT_EQ(*unique.begin(), 0);
+  EXPECT_EQ(*unique.rbegin(), 999);
+}
+
+TEST(Sampler, ShuffleIsRoughlyUniform) {
+  // Position of element 0 over many epochs: each quarter gets ~25%.
+  std::vector<int> quarters(4);
+  for (uint64_t epoch = 0; epoch < 4000; ++epoch) {
+    auto order = shuffled_indices(100, 5, epoch);
+    auto where = std::find(order.begin(), order.end(), 0) - order.begin();
+    ++quarters[where / 25];
+  }
+  for (int count : quarters) {
+    EXPECT_GT(count, 850);  // expected 1000, sd ~27
+    EXPECT_LT(count, 1150);
+  }
+}
+
+TEST(Sampler, DistributedRanksCoverEverythingWithEqualCounts) {
+  for (int64_t world : {1, 2, 3}) {
+    std::multiset<int64_t> all;
+    size_t per_rank = 0;
+    for (int64_t rank = 0; rank < world; ++rank) {
+      auto opts = options(10, 2, true);
+      opts.rank = rank;
+      opts.world_size = world;
+      auto order = Sampler(opts).order(4);
+      if (rank == 0) per_rank = order.size();
+      EXPECT_EQ(order.size(), per_rank);
+      all.insert(order.begin(), order.end());
+    }
+    std::set<int64_t> unique(all.begin(), all.end());
+    EXPECT_EQ(unique.size(), 10u) << world;
+    EXPECT_EQ(all.size(), per_rank * world);  // padding repeats a few
+  }
+}
+
+TEST(Sampler, RejectsBadOptions) {
+  EXPECT_THROW(Sampler(options(10, 0, false)), OptionError);
+  auto opts = options(10, 2, false);
+  opts.rank = 2;
+  opts.world_size = 2;
+  EXPECT_THROW(Sampler{opts}, OptionError);
+}
+
+}  // namespace
+}  // namespace ringloader::sampler

@@ -1,0 +1,47 @@
+// A Pipeline turned into runnable ops. Built once per process (trainer or
+// worker) from the Pipeline's JSON; run once per sample.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "ringloader/random.h"
+#include "ringloader/transforms.h"
+#include "transforms/image.h"
+
+namespace ringloader::transforms {
+
+// One image op: reads `in`, writes `out` (which it may resize). Ops that do
+// nothing for this sample (a flip with p not drawn) may swap in and out.
+class ImageOp {
+ public:
+  virtual ~ImageOp() = default;
+  virtual void apply(Image& in, Image& out, SampleRng& rng) const = 0;
+  // Output (height, width) for an input of (height, width); 0 = varies.
+  virtual std::pair<int, int> output_size(int height, int width) const = 0;
+};
+
+class CompiledPipeline {
+ public:
+  // Throws OptionError (naming op and parameter) on any invalid op.
+  CompiledPipeline(const Pipeline& pipeline, ColorMode mode, int height = 0,
+                   int width = 0);
+  ~CompiledPipeline();
+
+  const SampleShape& output_shape() const { return shape_; }
+
+  // Transforms `image` (consumed) and writes exactly output_shape().bytes()
+  // bytes at `destination`, the sample's place in the ring slot. `scratch`
+  // is the caller's reusable buffer (one per thread: run() is const and
+  // thread-safe). `rng` is the sample's own stream.
+  void run(Image& image, Image& scratch, SampleRng& rng,
+           void* destination) const;
+
+ private:
+  struct TensorStage;  // ToTensor / PILToTensor / Normalize, fused
+  std::vector<std::unique_ptr<ImageOp>> image_ops_;
+  std::unique_ptr<TensorStage> tensor_stage_;
+  SampleShape shape_;
+};
+
+}  // namespace ringloader::transforms
