@@ -83,7 +83,8 @@ struct LoaderOptions {
 };
 
 // One batch. `data` is [N, C, H, W] (CHW samples) or [N, H, W, C] (HWC
-// samples), `target` is int64 [N]. Both alias the ring slot.
+// samples) and aliases the ring slot; `target` is int64 [N], a copy (so
+// keeping labels never holds a slot).
 struct Batch {
   torch::Tensor data;
   torch::Tensor target;

@@ -34,14 +34,17 @@ Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
   const uint32_t index = ring::slot_of(batch_id, ring->geometry().slot_count);
   const int64_t count = ring->slot(index).sample_count;
   auto lease = std::make_shared<SlotLease>(ring, batch_id);
-  // Each tensor's deleter owns a reference; the lease ends with the last.
+  // The data tensor's deleter owns the lease; views share it.
   auto release = [lease](void*) {};
   auto dtype = shape.dtype == DType::kFloat32 ? torch::kFloat32 : torch::kUInt8;
   Batch batch;
   batch.data = torch::from_blob(ring->slot_data(index), batch_sizes(shape, count),
                                 release, torch::TensorOptions().dtype(dtype));
-  batch.target = torch::from_blob(ring->slot_targets(index), {count}, release,
-                                  torch::TensorOptions().dtype(torch::kInt64));
+  // Targets are copied (8 bytes a sample): code that keeps every label of an
+  // epoch (metrics, confusion matrices) must not hold ring slots with them.
+  batch.target = torch::from_blob(ring->slot_targets(index), {count},
+                                  torch::TensorOptions().dtype(torch::kInt64))
+                     .clone();
   return batch;
 }
 

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <stdexcept>
 
-#include <opencv2/core.hpp>
-#include <opencv2/imgcodecs.hpp>
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb_image_write.h>
 
 namespace ringloader::testing {
 
@@ -42,18 +42,24 @@ void make_image_folder(const std::string& root, int classes, int per_class,
       int span = max_side - min_side + 1;
       int height = min_side + (c * 7 + j * 13) % span;
       int width = min_side + (c * 11 + j * 5) % span;
-      cv::Mat image(height, width, CV_8UC3);
+      std::vector<unsigned char> pixels(static_cast<size_t>(height) * width * 3);
       for (int y = 0; y < height; ++y) {
         for (int x = 0; x < width; ++x) {
-          image.at<cv::Vec3b>(y, x) = cv::Vec3b(
-              static_cast<uchar>((x * 9 + c * 40) & 255),
-              static_cast<uchar>((y * 7 + j * 17) & 255),
-              static_cast<uchar>((x * y + c + j) & 255));
+          unsigned char* pixel = &pixels[(static_cast<size_t>(y) * width + x) * 3];
+          pixel[0] = static_cast<unsigned char>((x * y + c + j) & 255);
+          pixel[1] = static_cast<unsigned char>((y * 7 + j * 17) & 255);
+          pixel[2] = static_cast<unsigned char>((x * 9 + c * 40) & 255);
         }
       }
       char name[32];
       std::snprintf(name, sizeof(name), "%03d.", j);
-      cv::imwrite(folder + "/" + name + extension, image);
+      std::string path = folder + "/" + name + extension;
+      bool written = extension == "png"
+          ? stbi_write_png(path.c_str(), width, height, 3, pixels.data(), width * 3)
+          : extension == "bmp"
+              ? stbi_write_bmp(path.c_str(), width, height, 3, pixels.data())
+              : stbi_write_jpg(path.c_str(), width, height, 3, pixels.data(), 92);
+      if (!written) throw std::runtime_error("cannot write " + path);
     }
   }
 }
