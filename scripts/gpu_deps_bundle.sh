@@ -18,4 +18,5 @@ if [ "${WITH_OPENCV:-0}" = 1 ]; then
   for lib in core imgproc imgcodecs; do cp -a $LIB/libopencv_$lib.so* "$OUT/lib/x86_64-linux-gnu/"; done
   cp -a $LIB/cmake/opencv4 "$OUT/lib/x86_64-linux-gnu/cmake/"
 fi
+mkdir -p .gpu-deps/data && cp /usr/share/datasets/fashion-mnist/*.gz .gpu-deps/data/
 du -sh .gpu-deps

@@ -73,7 +73,8 @@ struct LoaderOptions {
   std::string device = "cpu";
   int device_slots = 3;
   // Page-lock the ring (cudaHostRegister) when CUDA is present, so copies
-  // run at full PCIe speed. Workers never touch CUDA either way.
+  // run at full PCIe speed, also for device "cpu" (like torch's
+  // pin_memory). Workers never touch CUDA either way.
   bool pin_memory = true;
   // On-device finishing for uint8 pipelines (no ToTensor): the GPU converts
   // to float32 CHW, scales by 1/255 and normalizes with these per-channel

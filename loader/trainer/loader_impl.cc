@@ -86,7 +86,9 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   }
   ring_ = ring::Ring::create(geometry());
   protocol_ = std::make_unique<ring::SlotProtocol>(*ring_);
-  if (options_.pin_memory && options_.device != "cpu") {
+  // Pinned even for device "cpu", like torch's pin_memory: the caller may
+  // copy batches to a GPU itself (tensor.to(cuda, non_blocking=true)).
+  if (options_.pin_memory) {
     ring_pinned_ = trainer::pin_host_memory(ring_->data_area(),
                                             ring_->data_area_bytes());
   }
