@@ -11,8 +11,9 @@
 
 namespace ringloader::transforms {
 
-// One image op: reads `in`, writes `out` (which it may resize). Ops that do
-// nothing for this sample (a flip with p not drawn) may swap in and out.
+// One image op. It transforms `in` in place as far as the caller can tell:
+// the result is left in `in`; `out` is scratch it may resize (most ops
+// write there and swap the two, so no pixels are copied back).
 class ImageOp {
  public:
   virtual ~ImageOp() = default;

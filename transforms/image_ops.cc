@@ -1,0 +1,196 @@
+// The ops themselves: thin classes over geometry.cc and resample.cc.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ringloader/errors.h"
+#include "transforms/image_ops.h"
+
+namespace ringloader::transforms {
+namespace {
+
+void copy_box(const Image& in, const Box& box, Image& out) {
+  resample(ImageView::of(in).crop(box.top, box.left, box.height, box.width),
+           box.height, box.width, Interpolation::kNearest, out);
+}
+
+class Resize final : public ImageOp {
+ public:
+  Resize(std::vector<int> size, Interpolation interpolation, int max_size)
+      : size_(std::move(size)), interpolation_(interpolation), max_size_(max_size) {}
+  void apply(Image& in, Image& out, SampleRng&) const override {
+    auto [height, width] = resized_size(in.height, in.width, size_, max_size_);
+    resample(ImageView::of(in), height, width, interpolation_, out);
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int height, int width) const override {
+    if (size_.size() == 2) return {size_[0], size_[1]};
+    if (height <= 0 || width <= 0) return {0, 0};
+    return resized_size(height, width, size_, max_size_);
+  }
+
+ private:
+  std::vector<int> size_;
+  Interpolation interpolation_;
+  int max_size_;
+};
+
+class CenterCrop final : public ImageOp {
+ public:
+  CenterCrop(int height, int width) : height_(height), width_(width) {}
+  void apply(Image& in, Image& out, SampleRng&) const override {
+    Image* source = &in;
+    if (height_ > in.height || width_ > in.width) {
+      // torchvision pads with zeros first, split left/right like this.
+      Padding padding;
+      int dw = std::max(0, width_ - in.width), dh = std::max(0, height_ - in.height);
+      padding.ltrb = {dw / 2, dh / 2, (dw + 1) / 2, (dh + 1) / 2};
+      pad(in, padding, out);
+      std::swap(in, out);
+      source = &in;
+    }
+    const int top = static_cast<int>(std::nearbyint((source->height - height_) / 2.0));
+    const int left = static_cast<int>(std::nearbyint((source->width - width_) / 2.0));
+    copy_box(*source, {top, left, height_, width_}, out);
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
+
+ private:
+  int height_, width_;
+};
+
+class RandomCrop final : public ImageOp {
+ public:
+  RandomCrop(int height, int width, Padding padding, bool pad_if_needed)
+      : height_(height), width_(width), padding_(std::move(padding)),
+        pad_if_needed_(pad_if_needed) {}
+  // Draws: top, then left (none when the image already has the crop size).
+  void apply(Image& in, Image& out, SampleRng& rng) const override {
+    if (padding_.any()) {
+      pad(in, padding_, out);
+      std::swap(in, out);
+    }
+    if (pad_if_needed_ && (in.width < width_ || in.height < height_)) {
+      Padding extra = padding_;
+      extra.ltrb = {std::max(0, width_ - in.width), std::max(0, height_ - in.height),
+                    std::max(0, width_ - in.width), std::max(0, height_ - in.height)};
+      pad(in, extra, out);
+      std::swap(in, out);
+    }
+    if (in.height < height_ || in.width < width_) {
+      throw Error("RandomCrop: required crop size " + std::to_string(height_) + "x" +
+                  std::to_string(width_) + " is larger than the (padded) image " +
+                  std::to_string(in.height) + "x" + std::to_string(in.width));
+    }
+    Box box{0, 0, height_, width_};
+    if (in.height != height_ || in.width != width_) {
+      box.top = static_cast<int>(rng.integer(0, in.height - height_));
+      box.left = static_cast<int>(rng.integer(0, in.width - width_));
+    }
+    copy_box(in, box, out);
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
+
+ private:
+  int height_, width_;
+  Padding padding_;
+  bool pad_if_needed_;
+};
+
+class RandomResizedCrop final : public ImageOp {
+ public:
+  RandomResizedCrop(int height, int width, std::array<double, 2> scale,
+                    std::array<double, 2> ratio, Interpolation interpolation)
+      : height_(height), width_(width), scale_(scale), ratio_(ratio),
+        interpolation_(interpolation) {}
+  void apply(Image& in, Image& out, SampleRng& rng) const override {
+    Box box = random_resized_crop_box(in.height, in.width, scale_, ratio_, rng);
+    // Crop, then resize the crop (a view: no copy), as F.resized_crop does.
+    resample(ImageView::of(in).crop(box.top, box.left, box.height, box.width),
+             height_, width_, interpolation_, out);
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
+
+ private:
+  int height_, width_;
+  std::array<double, 2> scale_, ratio_;
+  Interpolation interpolation_;
+};
+
+class Flip final : public ImageOp {
+ public:
+  Flip(bool horizontal, double p) : horizontal_(horizontal), p_(p) {}
+  // Draws: one uniform, flips when it is below p (torch.rand(1) < p).
+  void apply(Image& in, Image& out, SampleRng& rng) const override {
+    if (!rng.bernoulli(p_)) return;  // in stays the current image
+    out.reshape(in.height, in.width, in.channels);
+    const int c = in.channels;
+    for (int y = 0; y < in.height; ++y) {
+      const uint8_t* source = in.row(horizontal_ ? y : in.height - 1 - y);
+      uint8_t* target = out.row(y);
+      if (!horizontal_) {
+        std::memcpy(target, source, in.row_bytes());
+        continue;
+      }
+      for (int x = 0; x < in.width; ++x) {
+        std::memcpy(target + x * c, source + (in.width - 1 - x) * c, c);
+      }
+    }
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int height, int width) const override {
+    return {height, width};
+  }
+
+ private:
+  bool horizontal_;
+  double p_;
+};
+
+class Pad final : public ImageOp {
+ public:
+  explicit Pad(Padding padding) : padding_(std::move(padding)) {}
+  void apply(Image& in, Image& out, SampleRng&) const override {
+    pad(in, padding_, out);
+    std::swap(in, out);
+  }
+  std::pair<int, int> output_size(int height, int width) const override {
+    if (height <= 0 || width <= 0) return {0, 0};
+    return {height + padding_.ltrb[1] + padding_.ltrb[3],
+            width + padding_.ltrb[0] + padding_.ltrb[2]};
+  }
+
+ private:
+  Padding padding_;
+};
+
+}  // namespace
+
+std::unique_ptr<ImageOp> make_resize(std::vector<int> size, Interpolation interpolation,
+                                     int max_size) {
+  return std::make_unique<Resize>(std::move(size), interpolation, max_size);
+}
+std::unique_ptr<ImageOp> make_center_crop(int height, int width) {
+  return std::make_unique<CenterCrop>(height, width);
+}
+std::unique_ptr<ImageOp> make_random_crop(int height, int width, Padding padding,
+                                          bool pad_if_needed) {
+  return std::make_unique<RandomCrop>(height, width, std::move(padding), pad_if_needed);
+}
+std::unique_ptr<ImageOp> make_random_resized_crop(int height, int width,
+                                                  std::array<double, 2> scale,
+                                                  std::array<double, 2> ratio,
+                                                  Interpolation interpolation) {
+  return std::make_unique<RandomResizedCrop>(height, width, scale, ratio, interpolation);
+}
+std::unique_ptr<ImageOp> make_flip(bool horizontal, double p) {
+  return std::make_unique<Flip>(horizontal, p);
+}
+std::unique_ptr<ImageOp> make_pad(Padding padding) {
+  return std::make_unique<Pad>(std::move(padding));
+}
+
+}  // namespace ringloader::transforms

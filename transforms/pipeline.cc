@@ -1,0 +1,246 @@
+// Pipelines as data: JSON in and out, op builders, validation, and the
+// compiled form workers run. Every check happens here, at construction.
+#include <functional>
+#include <map>
+
+#include "ringloader/transforms.h"
+#include "transforms/compiled_pipeline.h"
+#include "transforms/image_ops.h"
+#include "transforms/op_params.h"
+#include "transforms/tensor_stage.h"
+
+namespace ringloader {
+namespace transforms {
+
+struct CompiledPipeline::TensorStage {
+  bool to_tensor = false;
+  bool pil_to_tensor = false;
+  std::vector<double> mean, std;
+  std::unique_ptr<TensorWriter> writer;
+};
+
+namespace {
+
+Interpolation interpolation(OpParams& params) {
+  std::string name = params.choice("interpolation", "bilinear",
+                                   {"nearest", "bilinear", "bicubic"});
+  return name == "nearest" ? Interpolation::kNearest
+         : name == "bicubic" ? Interpolation::kBicubic
+                             : Interpolation::kBilinear;
+}
+
+std::pair<int, int> crop_size(OpParams& params) {
+  std::vector<int> size = params.ints("size", {}, {1, 2}, true);
+  return {size[0], size.size() == 2 ? size[1] : size[0]};
+}
+
+Padding padding(OpParams& params, const std::string& key, bool required) {
+  Padding out;
+  std::vector<int> values = params.ints(key, {}, required ? std::set<size_t>{1, 2, 4}
+                                                          : std::set<size_t>{0, 1, 2, 4},
+                                        false);
+  if (values.size() == 1) out.ltrb = {values[0], values[0], values[0], values[0]};
+  if (values.size() == 2) out.ltrb = {values[0], values[1], values[0], values[1]};
+  if (values.size() == 4) out.ltrb = {values[0], values[1], values[2], values[3]};
+  std::string mode = params.choice("padding_mode", "constant",
+                                   {"constant", "edge", "reflect", "symmetric"});
+  out.mode = mode == "edge" ? PaddingMode::kEdge
+             : mode == "reflect" ? PaddingMode::kReflect
+             : mode == "symmetric" ? PaddingMode::kSymmetric
+                                   : PaddingMode::kConstant;
+  out.fill = params.ints("fill", {0}, {1, 3}, false);
+  return out;
+}
+
+std::array<double, 2> ordered_pair(OpParams& params, const std::string& key,
+                                   std::vector<double> fallback, bool positive) {
+  std::vector<double> v = params.numbers(key, fallback, {2});
+  if (v[0] > v[1]) params.fail(key, "must be (min, max)");
+  if (positive && !(v[0] > 0)) params.fail(key, "must be positive");
+  return {v[0], v[1]};
+}
+
+using ImageOpFactory = std::function<std::unique_ptr<ImageOp>(OpParams&)>;
+
+const std::map<std::string, ImageOpFactory>& image_op_factories() {
+  static const std::map<std::string, ImageOpFactory> factories = {
+      {"Resize", [](OpParams& p) {
+         auto size = p.ints("size", {}, {1, 2}, true);
+         int max_size = static_cast<int>(p.number("max_size", 0, 0, 1e9));
+         if (max_size && size.size() == 2) p.fail("max_size", "needs a single size");
+         if (max_size && max_size <= size[0]) p.fail("max_size", "must exceed size");
+         if (!p.boolean("antialias", true)) {
+           p.fail("antialias", "false is not supported (PIL always antialiases)");
+         }
+         auto mode = interpolation(p);
+         return make_resize(size, mode, max_size);
+       }},
+      {"CenterCrop", [](OpParams& p) {
+         auto [h, w] = crop_size(p);
+         return make_center_crop(h, w);
+       }},
+      {"RandomCrop", [](OpParams& p) {
+         auto [h, w] = crop_size(p);
+         Padding pad = padding(p, "padding", false);
+         return make_random_crop(h, w, pad, p.boolean("pad_if_needed", false));
+       }},
+      {"Pad", [](OpParams& p) { return make_pad(padding(p, "padding", true)); }},
+      {"RandomResizedCrop", [](OpParams& p) {
+         auto [h, w] = crop_size(p);
+         auto scale = ordered_pair(p, "scale", {0.08, 1.0}, true);
+         auto ratio = ordered_pair(p, "ratio", {3.0 / 4.0, 4.0 / 3.0}, true);
+         p.boolean("antialias", true);
+         return make_random_resized_crop(h, w, scale, ratio, interpolation(p));
+       }},
+      {"RandomHorizontalFlip", [](OpParams& p) {
+         return make_flip(true, p.number("p", 0.5, 0.0, 1.0));
+       }},
+      {"RandomVerticalFlip", [](OpParams& p) {
+         return make_flip(false, p.number("p", 0.5, 0.0, 1.0));
+       }},
+  };
+  return factories;
+}
+
+std::string supported_ops() {
+  std::string names;
+  for (const auto& [name, factory] : image_op_factories()) names += name + ", ";
+  return names + "ToTensor, PILToTensor, Normalize";
+}
+
+}  // namespace
+
+CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
+                                   int height, int width)
+    : tensor_stage_(std::make_unique<TensorStage>()) {
+  const int channels = mode == ColorMode::kGray ? 1 : 3;
+  const auto& ops = pipeline.ops();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpParams params(ops[i], i);
+    auto tensor_op = [&](const char* why) {
+      if (tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor) {
+        throw OptionError("ringloader: pipeline op " + std::to_string(i) + " (" +
+                          ops[i].name + ") " + why);
+      }
+    };
+    auto factory = image_op_factories().find(ops[i].name);
+    if (factory != image_op_factories().end()) {
+      tensor_op("is an image op after ToTensor/PILToTensor");
+      image_ops_.push_back(factory->second(params));
+      std::tie(height, width) = image_ops_.back()->output_size(height, width);
+    } else if (ops[i].name == "ToTensor" || ops[i].name == "PILToTensor") {
+      tensor_op("follows another tensor op");
+      (ops[i].name == "ToTensor" ? tensor_stage_->to_tensor : tensor_stage_->pil_to_tensor) = true;
+    } else if (ops[i].name == "Normalize") {
+      if (!tensor_stage_->to_tensor || !tensor_stage_->mean.empty()) {
+        throw OptionError("ringloader: pipeline op " + std::to_string(i) +
+                          " (Normalize) must follow ToTensor, once");
+      }
+      tensor_stage_->mean = params.numbers("mean", {}, {1, static_cast<size_t>(channels)});
+      tensor_stage_->std = params.numbers("std", {}, {1, static_cast<size_t>(channels)});
+      params.boolean("inplace", false);
+      for (double s : tensor_stage_->std) {
+        if (s == 0) params.fail("std", "has a zero (division by zero)");
+      }
+      tensor_stage_->mean.resize(channels, tensor_stage_->mean[0]);
+      tensor_stage_->std.resize(channels, tensor_stage_->std[0]);
+    } else {
+      throw OptionError("ringloader: pipeline op " + std::to_string(i) + " '" +
+                        ops[i].name + "' is not supported; supported ops: " +
+                        supported_ops());
+    }
+    params.finish();
+  }
+  if (height <= 0 || width <= 0) {
+    throw OptionError("ringloader: pipeline output size depends on the image: end "
+                      "with a crop (CenterCrop, RandomCrop, RandomResizedCrop) or "
+                      "Resize([h, w])");
+  }
+  shape_ = {channels, height, width,
+            tensor_stage_->to_tensor ? DType::kFloat32 : DType::kUInt8,
+            tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor ? Layout::kCHW
+                                                                     : Layout::kHWC};
+  tensor_stage_->writer = std::make_unique<TensorWriter>(
+      shape_.dtype, shape_.layout, channels, tensor_stage_->mean, tensor_stage_->std);
+}
+
+CompiledPipeline::~CompiledPipeline() = default;
+
+void CompiledPipeline::run(Image& image, Image& scratch, SampleRng& rng,
+                           void* destination) const {
+  for (const auto& op : image_ops_) op->apply(image, scratch, rng);
+  if (image.height != shape_.height || image.width != shape_.width ||
+      image.channels != shape_.channels) {
+    throw Error("ringloader: pipeline produced " + std::to_string(image.height) + "x" +
+                std::to_string(image.width) + "x" + std::to_string(image.channels) +
+                " but the batch holds " + std::to_string(shape_.height) + "x" +
+                std::to_string(shape_.width) + "x" + std::to_string(shape_.channels));
+  }
+  tensor_stage_->writer->write(image, destination);
+}
+
+}  // namespace transforms
+
+// --- the public Pipeline ---------------------------------------------------
+
+nlohmann::json Pipeline::to_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Op& op : ops_) {
+    nlohmann::json entry = op.params.is_object() ? op.params : nlohmann::json::object();
+    entry["op"] = op.name;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Pipeline Pipeline::from_json(const nlohmann::json& description) {
+  if (!description.is_array()) {
+    throw OptionError("ringloader: a pipeline is a JSON array of ops, got " +
+                      description.dump().substr(0, 80));
+  }
+  Pipeline pipeline;
+  for (size_t i = 0; i < description.size(); ++i) {
+    const auto& entry = description[i];
+    if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) {
+      throw OptionError("ringloader: pipeline op " + std::to_string(i) +
+                        " needs an \"op\" name, got " + entry.dump().substr(0, 80));
+    }
+    Op op{entry["op"].get<std::string>(), entry};
+    op.params.erase("op");
+    pipeline.add(std::move(op));
+  }
+  return pipeline;
+}
+
+SampleShape Pipeline::output_shape(ColorMode mode, int height, int width) const {
+  return transforms::CompiledPipeline(*this, mode, height, width).output_shape();
+}
+
+// --- builders: torchvision's names and defaults ------------------------------
+
+Op Resize(std::vector<int> size, const std::string& interpolation, bool antialias) {
+  return {"Resize", {{"size", size}, {"interpolation", interpolation},
+                     {"antialias", antialias}}};
+}
+Op CenterCrop(std::vector<int> size) { return {"CenterCrop", {{"size", size}}}; }
+Op RandomCrop(std::vector<int> size, std::vector<int> padding, bool pad_if_needed,
+              std::vector<int> fill, const std::string& padding_mode) {
+  return {"RandomCrop", {{"size", size}, {"padding", padding},
+                         {"pad_if_needed", pad_if_needed}, {"fill", fill},
+                         {"padding_mode", padding_mode}}};
+}
+Op RandomResizedCrop(std::vector<int> size, std::pair<double, double> scale,
+                     std::pair<double, double> ratio, const std::string& interpolation) {
+  return {"RandomResizedCrop", {{"size", size}, {"scale", {scale.first, scale.second}},
+                                {"ratio", {ratio.first, ratio.second}},
+                                {"interpolation", interpolation}}};
+}
+Op RandomHorizontalFlip(double p) { return {"RandomHorizontalFlip", {{"p", p}}}; }
+Op RandomVerticalFlip(double p) { return {"RandomVerticalFlip", {{"p", p}}}; }
+Op ToTensor() { return {"ToTensor", nlohmann::json::object()}; }
+Op PILToTensor() { return {"PILToTensor", nlohmann::json::object()}; }
+Op Normalize(std::vector<double> mean, std::vector<double> std) {
+  return {"Normalize", {{"mean", mean}, {"std", std}}};
+}
+
+}  // namespace ringloader

@@ -1,0 +1,189 @@
+#include "transforms/resample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace ringloader::transforms {
+namespace {
+
+constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
+
+struct Filter {
+  double (*weight)(double);
+  double support;
+};
+
+double bilinear_weight(double x) {
+  x = std::fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double bicubic_weight(double x) {
+  constexpr double a = -0.5;  // Pillow's bicubic, as in Keys (1981)
+  x = std::fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+// For each output index: the first input index, how many inputs, and their
+// fixed-point weights (Pillow's precompute_coeffs + normalize_coeffs_8bpc).
+struct Coefficients {
+  int taps = 0;
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<int32_t> weights;  // out_size * taps
+};
+
+Coefficients precompute(int in_size, int out_size, const Filter& filter) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = filter.support * filter_scale;
+  Coefficients c;
+  c.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.first.resize(out_size);
+  c.count.resize(out_size);
+  c.weights.assign(static_cast<size_t>(out_size) * c.taps, 0);
+  std::vector<double> k(c.taps);
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    const double inverse = 1.0 / filter_scale;
+    int xmin = static_cast<int>(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    int xmax = static_cast<int>(center + support + 0.5);
+    if (xmax > in_size) xmax = in_size;
+    xmax -= xmin;
+    double total = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      k[x] = filter.weight((x + xmin - center + 0.5) * inverse);
+      total += k[x];
+    }
+    for (int x = 0; x < xmax; ++x) {
+      double w = total != 0.0 ? k[x] / total : k[x];
+      c.weights[static_cast<size_t>(xx) * c.taps + x] = static_cast<int32_t>(
+          w < 0 ? -0.5 + w * (1 << kPrecisionBits) : 0.5 + w * (1 << kPrecisionBits));
+    }
+    c.first[xx] = xmin;
+    c.count[xx] = xmax;
+  }
+  return c;
+}
+
+inline uint8_t clip8(int32_t value) {
+  if (value >= (1 << kPrecisionBits << 8)) return 255;
+  if (value <= 0) return 0;
+  return static_cast<uint8_t>(value >> kPrecisionBits);
+}
+
+template <int kChannels>
+void horizontal_pass(const ImageView& in, int row_begin, int rows,
+                     const Coefficients& c, Image& out) {
+  const int out_width = static_cast<int>(c.first.size());
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* source = in.origin + (row_begin + y) * in.row_stride;
+    uint8_t* target = out.row(y);
+    for (int xx = 0; xx < out_width; ++xx) {
+      const int32_t* k = &c.weights[static_cast<size_t>(xx) * c.taps];
+      const uint8_t* pixel = source + c.first[xx] * kChannels;
+      int32_t sum[kChannels];
+      for (int ch = 0; ch < kChannels; ++ch) sum[ch] = 1 << (kPrecisionBits - 1);
+      for (int x = 0; x < c.count[xx]; ++x) {
+        for (int ch = 0; ch < kChannels; ++ch) sum[ch] += pixel[x * kChannels + ch] * k[x];
+      }
+      for (int ch = 0; ch < kChannels; ++ch) target[xx * kChannels + ch] = clip8(sum[ch]);
+    }
+  }
+}
+
+// Rows of `in` are relative to the first row the coefficients name.
+void vertical_pass(const ImageView& in, int first_row, const Coefficients& c,
+                   Image& out) {
+  const int out_height = static_cast<int>(c.first.size());
+  const int row_values = in.width * in.channels;
+  std::vector<int32_t> sums(row_values);
+  for (int yy = 0; yy < out_height; ++yy) {
+    const int32_t* k = &c.weights[static_cast<size_t>(yy) * c.taps];
+    std::fill(sums.begin(), sums.end(), 1 << (kPrecisionBits - 1));
+    for (int y = 0; y < c.count[yy]; ++y) {
+      const uint8_t* source = in.origin + (c.first[yy] - first_row + y) * in.row_stride;
+      const int32_t weight = k[y];
+      for (int i = 0; i < row_values; ++i) sums[i] += source[i] * weight;
+    }
+    uint8_t* target = out.row(yy);
+    for (int i = 0; i < row_values; ++i) target[i] = clip8(sums[i]);
+  }
+}
+
+void horizontal(const ImageView& in, int row_begin, int rows,
+                const Coefficients& c, Image& out) {
+  switch (in.channels) {
+    case 1: return horizontal_pass<1>(in, row_begin, rows, c, out);
+    case 3: return horizontal_pass<3>(in, row_begin, rows, c, out);
+    default: return horizontal_pass<4>(in, row_begin, rows, c, out);
+  }
+}
+
+// Pillow's nearest path (ImagingScaleAffine): source = floor((x + 0.5) * scale).
+void nearest(const ImageView& in, int out_height, int out_width, Image& out) {
+  const double scale_x = static_cast<double>(in.width) / out_width;
+  const double scale_y = static_cast<double>(in.height) / out_height;
+  std::vector<int> columns(out_width);
+  for (int x = 0; x < out_width; ++x) {
+    columns[x] = std::min(in.width - 1, static_cast<int>(scale_x * (x + 0.5)));
+  }
+  const int channels = in.channels;
+  for (int y = 0; y < out_height; ++y) {
+    const int row = std::min(in.height - 1, static_cast<int>(scale_y * (y + 0.5)));
+    const uint8_t* source = in.origin + row * in.row_stride;
+    uint8_t* target = out.row(y);
+    for (int x = 0; x < out_width; ++x) {
+      std::memcpy(target + x * channels, source + columns[x] * channels, channels);
+    }
+  }
+}
+
+void copy_view(const ImageView& in, Image& out) {
+  for (int y = 0; y < in.height; ++y) {
+    std::memcpy(out.row(y), in.origin + y * in.row_stride, out.row_bytes());
+  }
+}
+
+}  // namespace
+
+void resample(const ImageView& source, int out_height, int out_width,
+              Interpolation interpolation, Image& out) {
+  out.reshape(out_height, out_width, source.channels);
+  if (out_height == source.height && out_width == source.width) {
+    copy_view(source, out);  // Pillow returns a copy for an unchanged size
+    return;
+  }
+  if (interpolation == Interpolation::kNearest) {
+    nearest(source, out_height, out_width, out);
+    return;
+  }
+  const Filter filter = interpolation == Interpolation::kBicubic
+                            ? Filter{bicubic_weight, 2.0}
+                            : Filter{bilinear_weight, 1.0};
+  const bool need_horizontal = out_width != source.width;
+  const bool need_vertical = out_height != source.height;
+  Coefficients vertical = precompute(source.height, out_height, filter);
+  if (!need_horizontal) {
+    vertical_pass(source, 0, vertical, out);
+    return;
+  }
+  Coefficients horizontal_c = precompute(source.width, out_width, filter);
+  // Only the rows the vertical pass will read.
+  const int first_row = need_vertical ? vertical.first.front() : 0;
+  const int last_row = need_vertical
+                           ? vertical.first.back() + vertical.count.back()
+                           : source.height;
+  thread_local Image temporary;
+  Image& target = need_vertical ? temporary : out;
+  target.reshape(last_row - first_row, out_width, source.channels);
+  horizontal(source, first_row, last_row - first_row, horizontal_c, target);
+  if (need_vertical) vertical_pass(ImageView::of(target), first_row, vertical, out);
+}
+
+}  // namespace ringloader::transforms

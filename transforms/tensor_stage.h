@@ -1,0 +1,29 @@
+// The last step of every pipeline, fused: ToTensor (/255, CHW), Normalize
+// and PILToTensor, writing each value once, straight into the ring slot.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "ringloader/transforms.h"
+#include "transforms/image.h"
+
+namespace ringloader::transforms {
+
+class TensorWriter {
+ public:
+  // dtype/layout from the pipeline's tensor op; mean/std empty unless
+  // Normalize follows ToTensor.
+  TensorWriter(DType dtype, Layout layout, int channels,
+               const std::vector<double>& mean, const std::vector<double>& std);
+  void write(const Image& image, void* destination) const;
+
+ private:
+  DType dtype_;
+  Layout layout_;
+  // Per channel, the float for each byte value: computed with torchvision's
+  // own float32 operations ((x / 255 - mean) / std), so identical to it.
+  std::vector<std::array<float, 256>> lookup_;
+};
+
+}  // namespace ringloader::transforms
