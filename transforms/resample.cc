@@ -125,17 +125,25 @@ void horizontal(const ImageView& in, int row_begin, int rows,
   }
 }
 
-// Pillow's nearest path (ImagingScaleAffine): source = floor((x + 0.5) * scale).
-void nearest(const ImageView& in, int out_height, int out_width, Image& out) {
-  const double scale_x = static_cast<double>(in.width) / out_width;
-  const double scale_y = static_cast<double>(in.height) / out_height;
-  std::vector<int> columns(out_width);
-  for (int x = 0; x < out_width; ++x) {
-    columns[x] = std::min(in.width - 1, static_cast<int>(scale_x * (x + 0.5)));
+// Pillow's nearest path (ImagingScaleAffine): the source coordinate starts
+// at scale / 2 and accumulates `scale` per pixel, in doubles. Accumulating
+// (not multiplying) matters: 64 -> 24 picks column 11, not 12, at x = 4.
+std::vector<int> nearest_indices(int in_size, int out_size) {
+  const double scale = static_cast<double>(in_size) / out_size;
+  std::vector<int> indices(out_size);
+  double position = scale * 0.5;
+  for (int i = 0; i < out_size; ++i, position += scale) {
+    indices[i] = std::min(in_size - 1, static_cast<int>(position));
   }
+  return indices;
+}
+
+void nearest(const ImageView& in, int out_height, int out_width, Image& out) {
+  const std::vector<int> columns = nearest_indices(in.width, out_width);
+  const std::vector<int> rows = nearest_indices(in.height, out_height);
   const int channels = in.channels;
   for (int y = 0; y < out_height; ++y) {
-    const int row = std::min(in.height - 1, static_cast<int>(scale_y * (y + 0.5)));
+    const int row = rows[y];
     const uint8_t* source = in.origin + row * in.row_stride;
     uint8_t* target = out.row(y);
     for (int x = 0; x < out_width; ++x) {

@@ -84,6 +84,20 @@ class Pipeline {
   std::vector<Op> ops_;
 };
 
+// One sample run through a pipeline in this process: decode, ops, tensor
+// stage. The bytes equal what a worker writes for sample `index` of `epoch`
+// (the same random stream), so it doubles as a debugging and testing aid.
+struct TransformedSample {
+  SampleShape shape;
+  std::vector<uint8_t> bytes;  // shape.bytes() long, in shape's layout
+};
+// Throws DecodeError (naming `source`) or OptionError.
+TransformedSample apply_pipeline(const Pipeline& pipeline,
+                                 const std::vector<uint8_t>& encoded_image,
+                                 ColorMode mode, uint64_t seed = 0,
+                                 uint64_t epoch = 0, uint64_t index = 0,
+                                 const std::string& source = "<memory>");
+
 // --- Op builders, with torchvision's parameter names and defaults. ---------
 // Sizes follow torchvision: one int means "shorter side" for Resize and a
 // square for crops; two ints are (height, width).

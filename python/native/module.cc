@@ -110,6 +110,25 @@ PYBIND11_MODULE(_ringloader, module) {
                           shape.layout == Layout::kCHW ? "CHW" : "HWC");
   });
 
+  module.def("apply_pipeline", [](const std::string& pipeline, py::bytes encoded,
+                                  const std::string& mode, uint64_t seed, uint64_t epoch,
+                                  uint64_t index) {
+    std::string data = encoded;
+    TransformedSample sample = apply_pipeline(
+        pipeline_from_json(pipeline), std::vector<uint8_t>(data.begin(), data.end()),
+        mode == "L" ? ColorMode::kGray : ColorMode::kRGB, seed, epoch, index);
+    const SampleShape& shape = sample.shape;
+    std::vector<int64_t> sizes = shape.layout == Layout::kCHW
+        ? std::vector<int64_t>{shape.channels, shape.height, shape.width}
+        : std::vector<int64_t>{shape.height, shape.width, shape.channels};
+    auto dtype = shape.dtype == DType::kFloat32 ? torch::kFloat32 : torch::kUInt8;
+    torch::Tensor tensor =
+        torch::from_blob(sample.bytes.data(), sizes, torch::TensorOptions().dtype(dtype))
+            .clone();
+    return to_capsule(tensor);
+  }, py::arg("pipeline_json"), py::arg("encoded"), py::arg("mode") = "RGB",
+     py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0);
+
   py::class_<Loader>(module, "NativeLoader")
       .def(py::init([](const std::string& dataset, const std::string& pipeline,
                        const py::dict& options) {

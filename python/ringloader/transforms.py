@@ -13,7 +13,7 @@ from ._ringloader import OptionError
 __all__ = [
     "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
-    "Normalize", "from_torchvision", "pipeline_json",
+    "Normalize", "from_torchvision", "pipeline_json", "apply",
 ]
 
 
@@ -200,3 +200,13 @@ def from_torchvision(transform):
 
 def pipeline_json(transform):
     return json.dumps(from_torchvision(transform).to_ops())
+
+
+def apply(transform, image_bytes, mode="RGB", seed=0, epoch=0, index=0):
+    """Run a pipeline on one encoded image in this process; returns the
+    tensor a worker would write for sample ``index`` of ``epoch``."""
+    from torch.utils import dlpack
+    from . import _ringloader
+    capsule = _ringloader.apply_pipeline(pipeline_json(transform), bytes(image_bytes),
+                                         mode, seed, epoch, index)
+    return dlpack.from_dlpack(capsule)

@@ -1,0 +1,127 @@
+"""Pixel parity with torchvision 0.14 (PIL backend) on images this test
+makes: decoders, resampling, crops, padding, flips, tensor ops."""
+import io
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms as tv
+from PIL import Image
+
+import ringloader.transforms as rt
+
+RNG = np.random.default_rng(1234)
+
+
+def encode(image, fmt, **options):
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **options)
+    return buffer.getvalue()
+
+
+def photo_like(h, w, mode="RGB"):
+    """Smooth gradients plus noise: exercises filters better than pure noise."""
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)),
+                     ((x + y) * 3) % 256], axis=-1).astype(np.int32)
+    noise = RNG.integers(-40, 40, size=(h, w, 3))
+    image = Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8), "RGB")
+    return image.convert(mode) if mode != "RGB" else image
+
+
+def ours(pipeline, data, mode="RGB"):
+    return rt.apply(tv.Compose(pipeline), data, mode)
+
+
+def theirs(pipeline, data, mode="RGB"):
+    image = Image.open(io.BytesIO(data)).convert(mode)
+    out = tv.Compose(pipeline)(image)
+    if isinstance(out, Image.Image):
+        return torch.from_numpy(np.array(out)).reshape(out.size[1], out.size[0], -1)
+    return out
+
+
+def max_diff(a, b):
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return (a.double() - b.double()).abs().max().item()
+
+
+SIZES = [(37, 53), (64, 64), (375, 500), (480, 361), (17, 9)]
+
+
+@pytest.mark.parametrize("fmt,options", [("PNG", {}), ("BMP", {}), ("JPEG", {"quality": 90}),
+                                         ("JPEG", {"quality": 75, "subsampling": 0}),
+                                         ("JPEG", {"quality": 85, "progressive": True}),
+                                         ("GIF", {})])
+@pytest.mark.parametrize("source_mode", ["RGB", "L", "RGBA", "P", "LA"])
+def test_decode_matches_pil_convert(fmt, options, source_mode):
+    if fmt in ("JPEG",) and source_mode in ("RGBA", "P", "LA"):
+        pytest.skip("JPEG has no alpha or palette")
+    if fmt == "BMP" and source_mode == "LA":
+        pytest.skip("BMP cannot store LA")
+    image = photo_like(45, 67, source_mode)
+    data = encode(image, fmt, **options)
+    for mode in ("RGB", "L"):
+        pipeline = [tv.CenterCrop((45, 67))]
+        assert max_diff(ours(pipeline, data, mode), theirs(pipeline, data, mode)) == 0, mode
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
+@pytest.mark.parametrize("size", [[24], [224], [(31, 200)], [(500, 17)], [1000]])
+@pytest.mark.parametrize("hw", SIZES)
+def test_resize_matches_pil(interpolation, size, hw):
+    data = encode(photo_like(*hw), "PNG")
+    mode = tv.InterpolationMode(interpolation)
+    pipeline = [tv.Resize(size[0], interpolation=mode)]
+    assert max_diff(ours(pipeline, data), theirs(pipeline, data)) == 0
+
+
+@pytest.mark.parametrize("crop", [10, (11, 30), 64, (100, 7)])
+@pytest.mark.parametrize("hw", SIZES)
+def test_center_crop_with_and_without_padding(crop, hw):
+    data = encode(photo_like(*hw), "PNG")
+    pipeline = [tv.CenterCrop(crop)]
+    assert max_diff(ours(pipeline, data), theirs(pipeline, data)) == 0
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("padding", [3, (2, 5), (1, 2, 3, 4)])
+def test_pad_modes_through_random_crop_of_full_size(mode, padding):
+    image = photo_like(20, 26)
+    data = encode(image, "PNG")
+    p = (padding,) * 4 if isinstance(padding, int) else (
+        padding * 2 if len(padding) == 2 else padding)
+    full = (20 + p[1] + p[3], 26 + p[0] + p[2])
+    pipeline = [tv.RandomCrop(full, padding=padding, fill=7, padding_mode=mode)]
+    assert max_diff(ours(pipeline, data), theirs(pipeline, data)) == 0
+
+
+def test_flips_and_tensor_ops():
+    data = encode(photo_like(33, 41), "PNG")
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    for pipeline in ([tv.RandomHorizontalFlip(1.0), tv.CenterCrop(30), tv.ToTensor()],
+                     [tv.RandomVerticalFlip(1.0), tv.CenterCrop(30), tv.PILToTensor()],
+                     [tv.CenterCrop(30), tv.ToTensor(), tv.Normalize(mean, std)]):
+        a, b = ours(pipeline, data), theirs(pipeline, data)
+        assert a.dtype == b.dtype
+        assert max_diff(a, b) <= (1e-6 if a.is_floating_point() else 0), pipeline
+
+
+def test_random_resized_crop_full_box_equals_resize():
+    """scale=(1,1) and the image's own ratio force the whole image as box."""
+    image = photo_like(300, 400)
+    data = encode(image, "PNG")
+    ratio = 400 / 300
+    ours_out = ours([tv.RandomResizedCrop(224, scale=(1.0, 1.0), ratio=(ratio, ratio))], data)
+    ref = theirs([tv.Resize((224, 224))], data)
+    assert max_diff(ours_out, ref) == 0
+
+
+def test_random_resized_crop_varies_per_sample_and_repeats_per_key():
+    image = photo_like(200, 300)
+    data = encode(image, "PNG")
+    pipeline = tv.Compose([tv.RandomResizedCrop(8)])
+    outs = [rt.apply(pipeline, data, index=i) for i in range(50)]
+    assert len({o.numpy().tobytes() for o in outs}) > 40
+    assert torch.equal(rt.apply(pipeline, data, index=3), outs[3])
+    assert not torch.equal(rt.apply(pipeline, data, index=3, epoch=1), outs[3])
