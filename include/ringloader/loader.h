@@ -31,6 +31,7 @@
 
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
+#include "ringloader/external.h"
 #include "ringloader/transforms.h"
 
 namespace ringloader {
@@ -119,6 +120,9 @@ class Loader {
   // Validates everything here (OptionError / IoError), creates the ring and
   // spawns the workers, which live until the Loader is destroyed.
   Loader(Dataset dataset, Pipeline pipeline, LoaderOptions options);
+  // Samples made by external workers (see external.h); batches' `data` is
+  // the raw slot. Needs num_workers > 0.
+  Loader(ExternalWorkers workers, LoaderOptions options);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

@@ -6,3 +6,4 @@
 #include "ringloader/loader.h"
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
+#include "ringloader/external.h"

@@ -48,4 +48,17 @@ Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
   return batch;
 }
 
+Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id) {
+  const auto& geometry = ring->geometry();
+  const uint32_t index = ring::slot_of(batch_id, geometry.slot_count);
+  auto lease = std::make_shared<SlotLease>(ring, batch_id);
+  Batch batch;
+  batch.data = torch::from_blob(
+      ring->slot_data(index),
+      {static_cast<int64_t>(uint64_t{geometry.batch_size} * geometry.sample_bytes)},
+      [lease](void*) {}, torch::TensorOptions().dtype(torch::kUInt8));
+  batch.target = torch::empty({0}, torch::kInt64);
+  return batch;
+}
+
 }  // namespace ringloader::trainer

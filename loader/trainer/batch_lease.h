@@ -15,5 +15,8 @@ namespace ringloader::trainer {
 // Holds `ring` alive: tensors may outlive the Loader without dangling.
 Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
                   const SampleShape& shape);
+// The same for external producers: `data` is the whole slot, flat uint8
+// [batch_size * sample_bytes]; `target` is empty.
+Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id);
 
 }  // namespace ringloader::trainer

@@ -10,6 +10,8 @@ namespace ringloader {
 Loader::Loader(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(dataset), std::move(pipeline),
                                    std::move(options))) {}
+Loader::Loader(ExternalWorkers workers, LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(workers), std::move(options))) {}
 Loader::~Loader() = default;
 
 void Loader::set_epoch(int64_t epoch) { impl_->set_epoch(epoch); }

@@ -11,10 +11,10 @@
 namespace ringloader {
 namespace {
 
-sampler::SamplerOptions sampler_options(const Dataset& dataset,
+sampler::SamplerOptions sampler_options(int64_t dataset_size,
                                         const LoaderOptions& options) {
   sampler::SamplerOptions out;
-  out.dataset_size = dataset.size();
+  out.dataset_size = dataset_size;
   out.batch_size = options.batch_size;
   out.shuffle = options.shuffle;
   out.drop_last = options.drop_last;
@@ -74,13 +74,44 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_(pipeline.output_shape(dataset.color_mode(), dataset.image_height(),
                                    dataset.image_width())),
-      sampler_(sampler_options(dataset, options_)),
+      sampler_(sampler_options(dataset.size(), options_)),
+      dataset_size_(dataset.size()),
       created_ns_(ring::monotonic_ns()) {
   config_.dataset = std::move(dataset);
   config_.pipeline = std::move(pipeline);
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
+  create_ring();
+  if (options_.num_workers == 0) {
+    in_process_ = std::make_unique<worker::BatchFiller>(config_, *ring_, 0);
+    return;
+  }
+  spawn({trainer::WorkerPool::find_executable(options_.worker_executable)},
+        config_.to_json_text());
+}
+
+Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
+    : options_(validate(std::move(options))),
+      shape_{1, 1, static_cast<int>(workers.sample_bytes), DType::kUInt8, Layout::kHWC},
+      sampler_(sampler_options(workers.dataset_size, options_)),
+      dataset_size_(workers.dataset_size),
+      external_(true),
+      created_ns_(ring::monotonic_ns()) {
+  if (options_.num_workers <= 0) {
+    throw OptionError("ringloader: external workers need num_workers > 0");
+  }
+  if (workers.sample_bytes == 0 || workers.sample_bytes > (uint64_t{1} << 31)) {
+    throw OptionError("ringloader: external sample_bytes must be in (0, 2 GiB]");
+  }
+  if (options_.device != "cpu") {
+    throw OptionError("ringloader: external workers' raw batches stay on the host");
+  }
+  create_ring();
+  spawn(std::move(workers.command), workers.config);
+}
+
+void Loader::Impl::create_ring() {
   if (options_.device != "cpu") {
     device_ = trainer::make_device_stage(options_, shape_);
   }
@@ -92,16 +123,14 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     ring_pinned_ = trainer::pin_host_memory(ring_->data_area(),
                                             ring_->data_area_bytes());
   }
-  if (options_.num_workers == 0) {
-    in_process_ = std::make_unique<worker::BatchFiller>(config_, *ring_, 0);
-    return;
-  }
-  std::string executable =
-      trainer::WorkerPool::find_executable(options_.worker_executable);
-  config_fd_ = ring::SharedRegion::create_text_fd("ringloader-config",
-                                                  config_.to_json_text());
+}
+
+void Loader::Impl::spawn(std::vector<std::string> command,
+                         const std::string& config_text) {
+  config_fd_ = ring::SharedRegion::create_text_fd("ringloader-config", config_text);
   pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config_fd_,
-                                                options_.num_workers, executable);
+                                                options_.num_workers,
+                                                std::move(command));
 }
 
 Loader::Impl::~Impl() {
@@ -136,7 +165,7 @@ int64_t Loader::Impl::size() const {
 }
 
 void Loader::Impl::set_order(std::vector<int64_t> indices) {
-  const int64_t dataset_size = config_.dataset.size();
+  const int64_t dataset_size = dataset_size_;
   if (indices.size() > ring_->geometry().order_capacity) {
     throw OptionError("ringloader: the epoch order lists " +
                       std::to_string(indices.size()) + " samples; at most " +
@@ -236,13 +265,14 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   trainer_wait_ns_ += ring::monotonic_ns() - start;
   if (ring::phase_of(state) == ring::kFailed) raise_failure(batch_id);
   protocol_->lease(batch_id);
-  Batch batch = trainer::lease_batch(ring_, batch_id, shape_);
+  Batch batch = external_ ? trainer::lease_raw_batch(ring_, batch_id)
+                          : trainer::lease_batch(ring_, batch_id, shape_);
   batch.epoch = epoch_;
   batch.index = cursor_;
   batch.sample_indices = batch_samples(cursor_);
   ++cursor_;
   ++batches_;
-  samples_ += batch.target.size(0);
+  samples_ += static_cast<int64_t>(batch.sample_indices.size());
   return batch;
 }
 

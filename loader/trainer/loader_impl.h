@@ -21,6 +21,7 @@ namespace ringloader {
 class Loader::Impl {
  public:
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options);
+  Impl(ExternalWorkers workers, LoaderOptions options);
   ~Impl();
 
   void set_epoch(int64_t epoch);
@@ -36,6 +37,8 @@ class Loader::Impl {
 
  private:
   static LoaderOptions validate(LoaderOptions options);
+  void create_ring();
+  void spawn(std::vector<std::string> command, const std::string& config_text);
   ring::RingGeometry geometry() const;
   int64_t batches_for(size_t samples) const;
   std::optional<Batch> next_host(bool wait);
@@ -56,6 +59,8 @@ class Loader::Impl {
   std::unique_ptr<trainer::WorkerPool> pool_;
   std::unique_ptr<worker::BatchFiller> in_process_;
   int config_fd_ = -1;
+  int64_t dataset_size_ = 0;
+  bool external_ = false;
   bool ring_pinned_ = false;
   std::unique_ptr<trainer::DeviceStage> device_;
   std::deque<Batch> staged_;  // on the device, not yet handed out

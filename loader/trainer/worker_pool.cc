@@ -68,8 +68,9 @@ std::string WorkerPool::find_executable(const std::string& configured) {
 }
 
 WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
-                       const std::string& executable)
-    : ring_(ring), executable_(executable) {
+                       std::vector<std::string> command)
+    : ring_(ring), command_(std::move(command)) {
+  if (command_.empty()) throw OptionError("ringloader: empty worker command");
   int ring_fd = high_copy(ring.fd());
   int config_copy = high_copy(config_fd);
   try {
@@ -113,18 +114,22 @@ int WorkerPool::spawn(int index, int ring_fd, int config_fd) {
   std::string config_arg = std::to_string(kWorkerConfigFd);
   std::string index_arg = std::to_string(index);
   std::string parent_arg = std::to_string(getpid());
-  const char* argv[] = {executable_.c_str(), "--ring-fd", ring_arg.c_str(),
-                        "--config-fd", config_arg.c_str(), "--index",
-                        index_arg.c_str(), "--parent-pid", parent_arg.c_str(),
-                        nullptr};
+  std::vector<const char*> argv;
+  for (const std::string& word : command_) argv.push_back(word.c_str());
+  for (const char* word : {"--ring-fd", ring_arg.c_str(), "--config-fd",
+                           config_arg.c_str(), "--index", index_arg.c_str(),
+                           "--parent-pid", parent_arg.c_str()}) {
+    argv.push_back(word);
+  }
+  argv.push_back(nullptr);
   pid_t pid = -1;
-  int error = posix_spawn(&pid, executable_.c_str(), &actions, &attributes,
-                          const_cast<char* const*>(argv), environ);
+  int error = posix_spawn(&pid, command_[0].c_str(), &actions, &attributes,
+                          const_cast<char* const*>(argv.data()), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (error != 0) {
     throw WorkerError("ringloader: cannot spawn worker " + std::to_string(index) +
-                      " (" + executable_ + "): " + std::strerror(error));
+                      " (" + command_[0] + "): " + std::strerror(error));
   }
   return pid;
 }

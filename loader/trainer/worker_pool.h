@@ -13,8 +13,10 @@ namespace ringloader::trainer {
 class WorkerPool {
  public:
   // Spawns `count` workers that inherit the ring and config memfds.
+  // `command` is the worker's argv (command[0] its path); the ring
+  // arguments are appended.
   WorkerPool(const ring::Ring& ring, int config_fd, int count,
-             const std::string& executable);
+             std::vector<std::string> command);
   ~WorkerPool();
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
@@ -35,7 +37,7 @@ class WorkerPool {
   int spawn(int index, int ring_fd, int config_fd);
   std::string describe_exit(int index, int status) const;
   const ring::Ring& ring_;
-  std::string executable_;
+  std::vector<std::string> command_;
   std::vector<int> pids_;  // -1 once reaped
 };
 

@@ -129,7 +129,40 @@ PYBIND11_MODULE(_ringloader, module) {
   }, py::arg("pipeline_json"), py::arg("encoded"), py::arg("mode") = "RGB",
      py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0);
 
+  py::class_<WorkerEndpoint::Task>(module, "WorkerTask")
+      .def_readonly("batch_id", &WorkerEndpoint::Task::batch_id)
+      .def_readonly("epoch", &WorkerEndpoint::Task::epoch)
+      .def_readonly("index", &WorkerEndpoint::Task::index)
+      .def_readonly("samples", &WorkerEndpoint::Task::samples);
+
+  py::class_<WorkerEndpoint>(module, "WorkerEndpoint")
+      .def(py::init<int, int, int>(), py::arg("ring_fd"), py::arg("worker_index"),
+           py::arg("parent_pid"))
+      .def("next_task", [](WorkerEndpoint& endpoint) {
+        py::gil_scoped_release release;
+        return endpoint.next_task();
+      })
+      .def("slot", [](WorkerEndpoint& endpoint, const WorkerEndpoint::Task& task) {
+        // A writable view of the slot: the worker writes samples in place.
+        return py::memoryview::from_memory(endpoint.slot_data(task),
+                                           static_cast<ssize_t>(endpoint.slot_bytes()),
+                                           /*readonly=*/false);
+      }, py::keep_alive<0, 1>())
+      .def("publish", &WorkerEndpoint::publish)
+      .def("fail", &WorkerEndpoint::fail)
+      .def("heartbeat", &WorkerEndpoint::heartbeat)
+      .def("add_times", &WorkerEndpoint::add_times);
+
   py::class_<Loader>(module, "NativeLoader")
+      .def_static("external", [](std::vector<std::string> command, py::bytes config,
+                                 int64_t dataset_size, uint64_t sample_bytes,
+                                 const py::dict& options) {
+        ExternalWorkers workers{std::move(command), std::string(config), dataset_size,
+                                sample_bytes};
+        auto parsed = options_from_dict(options);
+        py::gil_scoped_release release;
+        return std::make_unique<Loader>(std::move(workers), parsed);
+      })
       .def(py::init([](const std::string& dataset, const std::string& pipeline,
                        const py::dict& options) {
              auto parsed = options_from_dict(options);

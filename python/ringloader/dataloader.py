@@ -43,11 +43,6 @@ class DataLoader:
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
                  ring_slots=0, seed=None):
-        if not _is_native(dataset):
-            raise OptionError(
-                f"ringloader.DataLoader: {type(dataset).__name__} is not a "
-                "ringloader dataset; use ringloader.datasets (ImageFolder, "
-                "FileList, IdxDataset, FashionMNIST)")
         if num_workers < 0:
             raise OptionError("num_workers option should be non-negative; "
                               "use num_workers=0 to disable multiprocessing.")
@@ -57,9 +52,12 @@ class DataLoader:
             raise OptionError("prefetch_factor option could only be specified "
                               "in multiprocessing. let num_workers > 0 to "
                               "enable multiprocessing.")
-        if worker_init_fn is not None:
+        if worker_init_fn is not None and _is_native(dataset):
             raise OptionError("worker_init_fn: ringloader's native workers run "
                               "no Python, so there is nothing to initialise")
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise OptionError("ringloader.DataLoader: IterableDataset is not "
+                              "supported (batches are planned by index)")
         if multiprocessing_context not in (None, "spawn", "forkserver", "fork"):
             if getattr(multiprocessing_context, "get_start_method", None) is None:
                 raise OptionError(f"multiprocessing_context {multiprocessing_context!r}"
@@ -109,15 +107,23 @@ class DataLoader:
         }
         if timeout:
             options["timeout_s"] = float(timeout)
-        self._native = _ringloader.NativeLoader(dataset.ringloader_dataset_json(),
-                                                dataset.ringloader_pipeline_json(),
-                                                options)
+        self._layout = None
+        self._native = None
+        if _is_native(dataset):
+            self._native = _ringloader.NativeLoader(
+                dataset.ringloader_dataset_json(), dataset.ringloader_pipeline_json(),
+                options)
+        elif num_workers > 0:
+            self._native, self._layout = _python_dataset_loader(
+                dataset, options, worker_init_fn, self.seed)
         self._epoch = 0
 
     def __len__(self):
         return len(self.batch_sampler)
 
     def __iter__(self):
+        if self._native is None:  # a Python dataset with num_workers=0
+            return _InProcessIterator(self)
         # Draw from the RNG exactly as torch's iterator does (its workers'
         # base seed), so code after the loop sees the same random state.
         torch.empty((), dtype=torch.int64).random_(generator=self.generator)
@@ -131,13 +137,13 @@ class DataLoader:
     def stats(self):
         """Where time went: images, wall, decode/transform/read seconds summed
         over workers, the trainer's stall waiting for data, ring size."""
-        return self._native.stats()
+        return self._native.stats() if self._native else {}
 
     def stats_text(self):
-        return self._native.stats_text()
+        return self._native.stats_text() if self._native else ""
 
     def worker_pids(self):
-        return self._native.worker_pids()
+        return self._native.worker_pids() if self._native else []
 
 
 class _Iterator:
@@ -156,12 +162,65 @@ class _Iterator:
         if batch is None:
             raise StopIteration
         data = _dlpack.from_dlpack(batch[0])
-        target = _dlpack.from_dlpack(batch[1])
         collate = self._loader.collate_fn
+        layout = self._loader._layout
+        if layout is not None:
+            count = len(batch[4])
+            size = self._loader.batch_size
+            if collate is None or collate is default_collate:
+                return layout.collate(data, size, count)
+            return collate([layout.sample(data, size, i) for i in range(count)])
+        target = _dlpack.from_dlpack(batch[1])
         if collate is None or collate is default_collate:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.
         return collate([(data[i], target[i]) for i in range(data.shape[0])])
+
+
+class _InProcessIterator:
+    """num_workers=0 with a Python dataset: torch's own semantics, in process."""
+
+    def __init__(self, loader):
+        self._batches = iter(loader.batch_sampler)
+        self._loader = loader
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        indices = next(self._batches)
+        collate = self._loader.collate_fn or default_collate
+        return collate([self._loader.dataset[i] for i in indices])
+
+
+def _python_dataset_loader(dataset, options, worker_init_fn, seed):
+    """Spawned Python workers running dataset[i] into the ring."""
+    import os
+    import pickle
+    import sys
+
+    from ._layout import Layout
+    layout = Layout(dataset[0])
+    main = sys.modules.get("__main__")
+    header = {"sys_path": list(sys.path),
+              "main_path": getattr(main, "__file__", None)}
+    payload = {"dataset": dataset, "layout": layout, "worker_init_fn": worker_init_fn,
+               "seed": seed, "num_workers": options["num_workers"],
+               "batch_size": options["batch_size"]}
+    try:
+        blob = pickle.dumps({"header": pickle.dumps(header),
+                             "payload": pickle.dumps(payload)})
+    except Exception as error:
+        raise OptionError(f"ringloader: the dataset must be picklable to reach "
+                          f"spawned workers (as with multiprocessing 'spawn'): "
+                          f"{error}") from error
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, "-c",
+               f"import sys; sys.path.insert(0, {package_parent!r}); "
+               "from ringloader._worker import main; sys.exit(main(sys.argv[1:]))"]
+    native = _ringloader.NativeLoader.external(command, blob, len(dataset),
+                                               layout.sample_bytes, options)
+    return native, layout
 
 
 def _sampler_len(sampler):

@@ -1,0 +1,126 @@
+// WorkerEndpoint: the ring protocol for workers ringloader does not write
+// itself (Python datasets). The same claim / acquire / publish steps as
+// WorkerLoop and BatchFiller, handed out one batch at a time.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "loader/ring/futex.h"
+#include "loader/ring/ring.h"
+#include "loader/ring/slot_protocol.h"
+#include "ringloader/external.h"
+
+namespace ringloader {
+
+struct WorkerEndpoint::State {
+  std::shared_ptr<ring::Ring> ring;
+  std::unique_ptr<ring::SlotProtocol> protocol;
+  ring::WorkerControl* control = nullptr;
+  int worker_index = 0;
+  int parent_pid = 0;
+
+  bool keep_going() {
+    control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
+    return getppid() == parent_pid &&
+           ring->claims().shutdown.load(std::memory_order_acquire) == 0;
+  }
+};
+
+WorkerEndpoint::WorkerEndpoint(int ring_fd, int worker_index, int parent_pid)
+    : state_(std::make_unique<State>()) {
+  if (getppid() != parent_pid) std::_Exit(1);
+  state_->ring = ring::Ring::attach(ring_fd);
+  state_->protocol = std::make_unique<ring::SlotProtocol>(*state_->ring);
+  state_->control = &state_->ring->worker(static_cast<uint32_t>(worker_index));
+  state_->worker_index = worker_index;
+  state_->parent_pid = parent_pid;
+  state_->control->pid.store(getpid(), std::memory_order_relaxed);
+  state_->control->ready.store(1, std::memory_order_release);
+}
+
+WorkerEndpoint::~WorkerEndpoint() = default;
+
+std::optional<WorkerEndpoint::Task> WorkerEndpoint::next_task() {
+  ring::ClaimControl& claims = state_->ring->claims();
+  while (state_->keep_going()) {
+    uint32_t signal = claims.plan_signal.load(std::memory_order_acquire);
+    ring::Claim claim;
+    if (!state_->protocol->try_claim(claim)) {
+      ring::futex_wait(claims.plan_signal, signal, 100'000'000);
+      continue;
+    }
+    if (state_->protocol->cancelled(claim.batch_id)) continue;
+    uint64_t start = ring::monotonic_ns();
+    bool acquired = state_->protocol->acquire_for_fill(
+        claim.batch_id, [this] { return state_->keep_going(); });
+    state_->control->slot_wait_ns.fetch_add(ring::monotonic_ns() - start,
+                                            std::memory_order_relaxed);
+    if (!acquired) continue;
+    const auto& geometry = state_->ring->geometry();
+    const uint64_t begin = claim.local_index * geometry.batch_size;
+    const uint64_t end = std::min<uint64_t>(begin + geometry.batch_size, claim.sample_count);
+    Task task;
+    task.batch_id = claim.batch_id;
+    task.epoch = static_cast<int64_t>(claim.epoch);
+    task.index = static_cast<int64_t>(claim.local_index);
+    const std::atomic<int64_t>* order = state_->ring->order_table(claim.order_table);
+    for (uint64_t i = begin; i < end; ++i) {
+      task.samples.push_back(order[i].load(std::memory_order_relaxed));
+    }
+    ring::SlotControl& slot = state_->ring->slot(ring::slot_of(task.batch_id, geometry.slot_count));
+    slot.filler.store(state_->worker_index, std::memory_order_relaxed);
+    slot.batch_id.store(task.batch_id, std::memory_order_relaxed);
+    state_->control->current_batch.store(task.batch_id, std::memory_order_relaxed);
+    return task;
+  }
+  return std::nullopt;
+}
+
+uint8_t* WorkerEndpoint::slot_data(const Task& task) const {
+  return state_->ring->slot_data(
+      ring::slot_of(task.batch_id, state_->ring->geometry().slot_count));
+}
+
+uint64_t WorkerEndpoint::slot_bytes() const {
+  const auto& geometry = state_->ring->geometry();
+  return uint64_t{geometry.batch_size} * geometry.sample_bytes;
+}
+
+void WorkerEndpoint::publish(const Task& task) {
+  ring::SlotControl& slot = state_->ring->slot(
+      ring::slot_of(task.batch_id, state_->ring->geometry().slot_count));
+  slot.sample_count = static_cast<uint32_t>(task.samples.size());
+  slot.epoch = static_cast<uint64_t>(task.epoch);
+  slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kNone);
+  state_->control->batches.fetch_add(1, std::memory_order_relaxed);
+  state_->control->samples.fetch_add(task.samples.size(), std::memory_order_relaxed);
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+  state_->protocol->publish(task.batch_id, ring::kReady);
+}
+
+void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& message) {
+  ring::SlotControl& slot = state_->ring->slot(
+      ring::slot_of(task.batch_id, state_->ring->geometry().slot_count));
+  slot.sample_count = 0;
+  slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kOther);
+  slot.error_sample = sample;
+  std::string text = message.substr(0, ring::kErrorTextBytes - 1);
+  std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+  state_->protocol->publish(task.batch_id, ring::kFailed);
+}
+
+void WorkerEndpoint::heartbeat() {
+  state_->control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
+}
+
+void WorkerEndpoint::add_times(double read_s, double transform_s) {
+  state_->control->read_ns.fetch_add(static_cast<uint64_t>(read_s * 1e9),
+                                     std::memory_order_relaxed);
+  state_->control->transform_ns.fetch_add(static_cast<uint64_t>(transform_s * 1e9),
+                                          std::memory_order_relaxed);
+}
+
+}  // namespace ringloader
