@@ -17,7 +17,13 @@ inline uint8_t luma(uint8_t r, uint8_t g, uint8_t b) {
 void to_rgb(const uint8_t* in, int channels, uint8_t* out, size_t pixels);
 // The same to L: color via luma(), alpha dropped.
 void to_gray(const uint8_t* in, int channels, uint8_t* out, size_t pixels);
-// Pillow's cmyk2rgb on plain (not inverted) CMYK.
-void cmyk_to_rgb(const uint8_t* in, uint8_t* out, size_t pixels);
+// Pillow's cmyk2rgb. PIL reads every 4-component JPEG with rawmode
+// "CMYK;I" (Adobe's inverted convention, which Photoshop and PIL itself
+// write), so `inverted` input is complemented first, as PIL's unpacker does.
+void cmyk_to_rgb(const uint8_t* in, uint8_t* out, size_t pixels, bool inverted);
+// PIL opens 16-bit grayscale PNGs as mode "I" (32-bit ints); its I->L and
+// I->RGB conversions clip to [0, 255] rather than scaling. `channels`
+// values per pixel (alpha from tRNS ignored), one byte out per pixel.
+void gray16_to_8_clipped(const uint16_t* in, int channels, uint8_t* out, size_t pixels);
 
 }  // namespace ringloader::transforms

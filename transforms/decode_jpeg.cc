@@ -1,6 +1,6 @@
 // JPEG through the TurboJPEG API. Pillow decodes with libjpeg's defaults
 // (accurate integer DCT, fancy upsampling); TJFLAG_ACCURATEDCT selects the
-// same, so the pixels equal PIL's.
+// same, so the pixels equal PIL's (both are libjpeg-turbo underneath).
 #include <turbojpeg.h>
 
 #include <memory>
@@ -19,16 +19,57 @@ struct TjCloser {
 using TjHandle = std::unique_ptr<void, TjCloser>;
 
 // One decompressor per thread: creating one costs more than a small decode.
+thread_local TjHandle decompressor;
+
 tjhandle thread_decompressor() {
-  thread_local TjHandle handle(tjInitDecompress());
-  return handle.get();
+  if (!decompressor) decompressor.reset(tjInitDecompress());
+  return decompressor.get();
 }
 
-[[noreturn]] void fail(tjhandle handle, const std::string& source,
-                       const char* stage) {
-  std::string reason = tjGetErrorStr2(handle);
-  throw DecodeError("ringloader: " + source + ": corrupt or truncated JPEG (" +
-                    stage + ": " + reason + ")");
+// After a failed call TurboJPEG can leave the handle mid-stream (tables of
+// the bad file, a half-read header) and fail the next, valid file: drop it.
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  decompressor.reset();
+  throw DecodeError("ringloader: " + source + ": " + what);
+}
+
+// True when the data stops before the image does: no end-of-image marker
+// (FF D9) after the last start-of-scan (FF DA), or no scan at all. Entropy-
+// coded data never holds FF D9 (an FF there is followed by 00 or RSTn), so a
+// cut inside a scan always looks like this; a complete file never does.
+bool ends_before_its_image(const uint8_t* data, size_t size) {
+  for (size_t i = size; i >= 2; --i) {
+    if (data[i - 2] != 0xFF) continue;
+    if (data[i - 1] == 0xD9) return false;  // EOI seen before any later SOS
+    if (data[i - 1] == 0xDA) return true;   // last SOS, no EOI after it
+  }
+  return true;
+}
+
+// Decodes into `target` (width * height * tjPixelSize[format] bytes).
+// libjpeg reports damaged-but-decodable data as warnings, which PIL ignores;
+// PIL does fail when the data runs out (unless LOAD_TRUNCATED_IMAGES), and
+// libjpeg only warns then too, padding the image: tell the two apart.
+void decompress(tjhandle handle, const uint8_t* data, size_t size, int width, int height,
+                int format, uint8_t* target, const std::string& source) {
+  const auto length = static_cast<unsigned long>(size);
+  const int flags = TJFLAG_ACCURATEDCT;
+  // Clean files (nearly all) decode once; a warning stops the decode early.
+  if (tjDecompress2(handle, data, length, target, width, 0, height, format,
+                    flags | TJFLAG_STOPONWARNING) == 0) {
+    return;
+  }
+  if (tjGetErrorCode(handle) == TJERR_FATAL) {
+    fail(source, std::string("corrupt JPEG data (") + tjGetErrorStr2(handle) + ")");
+  }
+  if (ends_before_its_image(data, size)) {
+    fail(source, std::string("truncated JPEG: the data ends before the image does (") +
+                     tjGetErrorStr2(handle) + ")");
+  }
+  if (tjDecompress2(handle, data, length, target, width, 0, height, format, flags) != 0 &&
+      tjGetErrorCode(handle) == TJERR_FATAL) {
+    fail(source, std::string("corrupt JPEG data (") + tjGetErrorStr2(handle) + ")");
+  }
 }
 
 }  // namespace
@@ -41,40 +82,40 @@ void decode_jpeg(const uint8_t* data, size_t size, ColorMode mode,
   int width = 0, height = 0, subsampling = 0, colorspace = 0;
   if (tjDecompressHeader3(handle, data, static_cast<unsigned long>(size), &width,
                           &height, &subsampling, &colorspace) != 0) {
-    fail(handle, source, "header");
+    fail(source, std::string("corrupt JPEG header (") + tjGetErrorStr2(handle) + ")");
   }
+  if (width <= 0 || height <= 0) fail(source, "corrupt JPEG header (no frame size)");
   check_pixel_limit(width, height, source, limits);
-  const int flags = TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING;
-  const bool gray_source = colorspace == TJCS_GRAY;
-  const bool cmyk_source = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
-  int format = gray_source ? TJPF_GRAY : cmyk_source ? TJPF_CMYK : TJPF_RGB;
-  int channels = tjPixelSize[format];
-  thread_local std::vector<uint8_t> decoded;
-  decoded.resize(static_cast<size_t>(width) * height * channels);
-  // STOPONWARNING: a truncated file is an error, as in PIL (which raises
-  // unless LOAD_TRUNCATED_IMAGES is set), not a grey-padded image.
-  if (tjDecompress2(handle, data, static_cast<unsigned long>(size), decoded.data(),
-                    width, 0, height, format, flags) != 0) {
-    fail(handle, source, "data");
-  }
   const size_t pixels = static_cast<size_t>(width) * height;
-  if (mode == ColorMode::kGray) {
-    out.reshape(height, width, 1);
-    if (cmyk_source) {
-      std::vector<uint8_t> rgb(pixels * 3);
-      cmyk_to_rgb(decoded.data(), rgb.data(), pixels);
-      to_gray(rgb.data(), 3, out.pixels.data(), pixels);
-    } else {
-      to_gray(decoded.data(), channels, out.pixels.data(), pixels);
-    }
+  const bool cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+  const bool gray = colorspace == TJCS_GRAY;
+  // Straight into `out` when libjpeg's conversion is PIL's: YCbCr->RGB, and
+  // gray->RGB (replication). Color->L needs PIL's luma on RGB, and CMYK
+  // needs PIL's cmyk2rgb, so those go through a per-thread buffer.
+  if (!cmyk && (mode == ColorMode::kRGB || gray)) {
+    const int channels = mode == ColorMode::kRGB ? 3 : 1;
+    out.reshape(height, width, channels);
+    decompress(handle, data, size, width, height, channels == 3 ? TJPF_RGB : TJPF_GRAY,
+               out.pixels.data(), source);
     return;
   }
-  out.reshape(height, width, 3);
-  if (cmyk_source) {
-    cmyk_to_rgb(decoded.data(), out.pixels.data(), pixels);
-  } else {
-    to_rgb(decoded.data(), channels, out.pixels.data(), pixels);
+  thread_local std::vector<uint8_t> decoded;
+  const int format = cmyk ? TJPF_CMYK : TJPF_RGB;
+  decoded.resize(pixels * tjPixelSize[format]);
+  decompress(handle, data, size, width, height, format, decoded.data(), source);
+  if (cmyk && mode == ColorMode::kRGB) {
+    out.reshape(height, width, 3);
+    cmyk_to_rgb(decoded.data(), out.pixels.data(), pixels, /*inverted=*/true);
+    return;
   }
+  if (cmyk) {  // PIL has no CMYK->L: its convert goes through RGB
+    thread_local std::vector<uint8_t> rgb;
+    rgb.resize(pixels * 3);
+    cmyk_to_rgb(decoded.data(), rgb.data(), pixels, /*inverted=*/true);
+    decoded.swap(rgb);
+  }
+  out.reshape(height, width, 1);
+  to_gray(decoded.data(), 3, out.pixels.data(), pixels);
 }
 
 }  // namespace ringloader::transforms

@@ -1,5 +1,6 @@
 // PNG, BMP, GIF (first frame) and PNM through stb_image. Sizes are read
-// with stbi_info first so a bomb is refused before stb allocates.
+// with stbi_info first so a bomb is refused before stb allocates; pixels are
+// decoded with the file's own channels and converted the way PIL converts.
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_NO_STDIO
 #define STBI_ONLY_PNG
@@ -10,40 +11,79 @@
 
 #include <climits>
 #include <memory>
+#include <vector>
 
 #include "ringloader/errors.h"
 #include "transforms/color_convert.h"
 #include "transforms/decoders.h"
+#include "transforms/png_chunks.h"
 
 namespace ringloader::transforms {
 namespace {
 
 struct StbFree {
-  void operator()(stbi_uc* pixels) const { stbi_image_free(pixels); }
+  void operator()(void* pixels) const { stbi_image_free(pixels); }
 };
+using StbPixels = std::unique_ptr<stbi_uc, StbFree>;
+
+[[noreturn]] void fail(const std::string& source, const std::string& what) {
+  throw DecodeError("ringloader: " + source + ": " + what);
+}
+
+// PIL's mode "I" for 16-bit gray PNGs: values clip to 255 when converted.
+void decode_gray16_png(const uint8_t* data, int length, ColorMode mode,
+                       const std::string& source, Image& out) {
+  int width = 0, height = 0, channels = 0;
+  std::unique_ptr<stbi_us, StbFree> pixels(
+      stbi_load_16_from_memory(data, length, &width, &height, &channels, 0));
+  if (!pixels) {
+    fail(source, std::string("corrupt or truncated PNG (") + stbi_failure_reason() + ")");
+  }
+  const size_t count = static_cast<size_t>(width) * height;
+  out.reshape(height, width, 1);
+  gray16_to_8_clipped(pixels.get(), channels, out.pixels.data(), count);
+  if (mode == ColorMode::kRGB) {
+    std::vector<uint8_t> gray(out.pixels);
+    out.reshape(height, width, 3);
+    to_rgb(gray.data(), 1, out.pixels.data(), count);
+  }
+}
+
+// stb_image refuses a PNG cut after its last pixel row, which PIL loads.
+StbPixels load_truncated_png(const uint8_t* data, size_t size, int& width, int& height,
+                             int& channels) {
+  const std::vector<uint8_t> closed = close_truncated_png(data, size);
+  if (closed.empty()) return nullptr;
+  return StbPixels(stbi_load_from_memory(closed.data(), static_cast<int>(closed.size()),
+                                         &width, &height, &channels, 0));
+}
 
 }  // namespace
 
 void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
                      const std::string& source, Image& out,
                      const DecodeLimits& limits) {
-  if (size > static_cast<size_t>(INT_MAX)) {
-    throw DecodeError("ringloader: " + source + ": file larger than 2 GiB");
-  }
+  if (size > static_cast<size_t>(INT_MAX)) fail(source, "file larger than 2 GiB");
   const int length = static_cast<int>(size);
+  const bool png = is_png(data, size);
+  const PngHeader header = read_png_header(data, size);
+  if (png && header.width > 0) check_pixel_limit(header.width, header.height, source, limits);
   int width = 0, height = 0, channels = 0;
   if (!stbi_info_from_memory(data, length, &width, &height, &channels)) {
-    throw DecodeError("ringloader: " + source + ": corrupt header (" +
-                      stbi_failure_reason() + ")");
+    fail(source, std::string("corrupt header (") + stbi_failure_reason() + ")");
   }
   check_pixel_limit(width, height, source, limits);
-  // Decode with the file's own channels and convert like PIL: stb's own
-  // RGB-to-gray rounding differs from Pillow's.
-  std::unique_ptr<stbi_uc, StbFree> pixels(
-      stbi_load_from_memory(data, length, &width, &height, &channels, 0));
+  if (png && header.bit_depth == 16 && header.color_type == 0) {
+    return decode_gray16_png(data, length, mode, source, out);
+  }
+  StbPixels pixels(stbi_load_from_memory(data, length, &width, &height, &channels, 0));
+  if (!pixels && png) {
+    const std::string reason = stbi_failure_reason();
+    pixels = load_truncated_png(data, size, width, height, channels);
+    if (!pixels) fail(source, "truncated or corrupt PNG (" + reason + ")");
+  }
   if (!pixels) {
-    throw DecodeError("ringloader: " + source + ": corrupt or truncated image (" +
-                      stbi_failure_reason() + ")");
+    fail(source, std::string("corrupt or truncated image (") + stbi_failure_reason() + ")");
   }
   const size_t count = static_cast<size_t>(width) * height;
   if (mode == ColorMode::kGray) {

@@ -1,7 +1,14 @@
-// Philox4x32-10. Key: the seed's two 32-bit halves. Counter words:
-// [0] block number, [1] stream, [2..3] a 64-bit mix of (epoch, index) — so
-// every (seed, epoch, index, stream) names its own sequence of 2^32 blocks.
+// Philox4x32-10. Key: the seed's two 32-bit halves (low, high). Counter
+// words: [0] block number (0, 1, 2, ... as values are drawn), [1] stream,
+// [2..3] the low and high halves of splitmix64(epoch) + index. So every
+// (seed, epoch, index, stream) names its own sequence of 2^32 blocks of four
+// 32-bit values; next_u32 hands them out in order, next_u64 takes two
+// (first one high), uniform() the top 53 bits of next_u64.
 #include "ringloader/random.h"
+
+#include <utility>
+
+#include "transforms/philox.h"
 
 namespace ringloader {
 namespace {
@@ -27,6 +34,20 @@ void philox_round(std::array<uint32_t, 4>& c, const std::array<uint32_t, 2>& k) 
 
 }  // namespace
 
+namespace transforms {
+
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key) {
+  for (int round = 0; round < 10; ++round) {
+    philox_round(counter, key);
+    key[0] += kWeyl0;
+    key[1] += kWeyl1;
+  }
+  return counter;
+}
+
+}  // namespace transforms
+
 SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index,
                      uint32_t stream)
     : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)} {
@@ -38,14 +59,7 @@ SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index,
 }
 
 void SampleRng::refill() {
-  std::array<uint32_t, 4> block = counter_;
-  std::array<uint32_t, 2> key = key_;
-  for (int round = 0; round < 10; ++round) {
-    philox_round(block, key);
-    key[0] += kWeyl0;
-    key[1] += kWeyl1;
-  }
-  block_ = block;
+  block_ = transforms::philox4x32_10(counter_, key_);
   ++counter_[0];
   used_ = 0;
 }
@@ -69,6 +83,7 @@ double SampleRng::uniform(double low, double high) {
 }
 
 int64_t SampleRng::integer(int64_t low, int64_t high) {
+  if (high < low) std::swap(low, high);
   const uint64_t span = static_cast<uint64_t>(high - low) + 1;
   if (span == 0) return static_cast<int64_t>(next_u64());  // full range
   // Rejection sampling: no modulo bias.
