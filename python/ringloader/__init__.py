@@ -24,8 +24,9 @@ from ._ringloader import (  # noqa: F401
 )
 from . import datasets, transforms  # noqa: F401
 from .dataloader import DataLoader  # noqa: F401
+from .progress import progress  # noqa: F401
 
 __all__ = [
-    "DataLoader", "datasets", "transforms", "Error", "OptionError",
+    "DataLoader", "progress", "datasets", "transforms", "Error", "OptionError",
     "DataIOError", "DecodeError", "WorkerError", "LeaseError",
 ]

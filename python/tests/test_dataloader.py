@@ -129,3 +129,14 @@ def test_stats_report_time(image_folder):
     stats = loader.stats()
     assert stats["samples"] == 24 and stats["batches"] == 6
     assert stats["decode_s"] > 0 and stats["wall_s"] > 0
+
+
+def test_progress_line_reports_batches_and_rate(image_folder):
+    import io
+    loader = ringloader.DataLoader(ringloader.datasets.ImageFolder(
+        image_folder, T.Compose([T.CenterCrop(8)])), batch_size=4, num_workers=1)
+    out = io.StringIO()
+    count = sum(1 for _ in ringloader.progress(loader, desc="epoch 0", stream=out))
+    assert count == 6
+    text = out.getvalue()
+    assert "epoch 0: 6/6 batches" in text and "img/s" in text and "stall" in text
