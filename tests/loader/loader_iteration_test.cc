@@ -11,21 +11,7 @@
 namespace ringloader {
 namespace {
 
-class Iteration : public ::testing::Test {
- protected:
-  void SetUp() override {
-    testing::make_image_folder(dir_ / "images", 2, 11);  // 22 samples
-    dataset_ = Dataset::image_folder(dir_ / "images");
-  }
-  LoaderOptions options(int batch, int workers) {
-    LoaderOptions out;
-    out.batch_size = batch;
-    out.num_workers = workers;
-    return out;
-  }
-  testing::TempDir dir_;
-  Dataset dataset_;
-};
+using Iteration = testing::FolderTest<2, 11>;  // 22 samples
 
 TEST_F(Iteration, ShapesDtypesAndShortLastBatch) {
   Loader loader(dataset_, Pipeline{CenterCrop(20), ToTensor()}, options(8, 2));

@@ -15,21 +15,7 @@
 namespace ringloader {
 namespace {
 
-class Lifecycle : public ::testing::Test {
- protected:
-  void SetUp() override {
-    testing::make_image_folder(dir_ / "images", 2, 6);
-    dataset_ = Dataset::image_folder(dir_ / "images");
-  }
-  LoaderOptions options(int batch, int workers) {
-    LoaderOptions out;
-    out.batch_size = batch;
-    out.num_workers = workers;
-    return out;
-  }
-  testing::TempDir dir_;
-  Dataset dataset_;
-};
+using Lifecycle = testing::FolderTest<2, 6>;  // 12 samples
 
 TEST_F(Lifecycle, NoProcessFdOrMappingSurvivesTheLoader) {
   const int fds_before = testing::count_ringloader_fds();

@@ -103,6 +103,13 @@ int count_ringloader_mappings() {
   return count_lines_with("/proc/self/maps", "memfd:ringloader");
 }
 
+LoaderOptions make_options(int batch_size, int num_workers) {
+  LoaderOptions options;
+  options.batch_size = batch_size;
+  options.num_workers = num_workers;
+  return options;
+}
+
 bool process_alive(int pid) {
   // A zombie still answers kill(0); look at its state instead.
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

@@ -1,8 +1,12 @@
 // Small datasets the tests make themselves in a temporary folder.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
+
+#include "ringloader/ringloader.h"
 
 namespace ringloader::testing {
 
@@ -31,5 +35,22 @@ void write_file(const std::string& path, const std::string& bytes);
 int count_ringloader_fds();
 int count_ringloader_mappings();
 bool process_alive(int pid);
+
+LoaderOptions make_options(int batch_size, int num_workers);
+
+// A fixture with a fresh image folder of `Classes` x `PerClass` PNGs.
+template <int Classes, int PerClass>
+class FolderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    make_image_folder(dir_ / "images", Classes, PerClass);
+    dataset_ = Dataset::image_folder(dir_ / "images");
+  }
+  LoaderOptions options(int batch_size, int num_workers) {
+    return make_options(batch_size, num_workers);
+  }
+  TempDir dir_;
+  Dataset dataset_;
+};
 
 }  // namespace ringloader::testing
