@@ -2,6 +2,8 @@
 
 #include "loader/ring/futex.h"
 
+#include <vector>
+
 namespace ringloader::ring {
 
 bool SlotProtocol::try_claim(Claim& claim) const {
@@ -35,6 +37,30 @@ bool SlotProtocol::try_claim(Claim& claim) const {
   }
 }
 
+uint64_t SlotProtocol::skip_leased_slots(uint64_t first) const {
+  // Batches the caller still holds (e.g. the last one of an abandoned epoch,
+  // alive until the first batch of the next arrives) pin their slots. Start
+  // the plan where the run of unleased slots is longest, so its first
+  // batches never wait on them. Skipped ids are cancelled like unconsumed
+  // ones: nothing is lost, ids only need to increase.
+  const uint32_t slot_count = ring_.geometry().slot_count;
+  std::vector<bool> leased(slot_count);
+  for (uint32_t s = 0; s < slot_count; ++s) {
+    leased[s] = phase_of(ring_.slot(s).state.load(std::memory_order_acquire)) == kLeased;
+  }
+  uint64_t best = first;
+  uint32_t best_run = 0;
+  for (uint32_t offset = 0; offset < slot_count; ++offset) {
+    uint32_t run = 0;
+    while (run < slot_count && !leased[(first + offset + run) % slot_count]) ++run;
+    if (run > best_run) {
+      best_run = run;
+      best = first + offset;
+    }
+  }
+  return best;
+}
+
 uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
                                     uint64_t sample_count,
                                     uint64_t order_table) const {
@@ -45,8 +71,8 @@ uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
     uint64_t tag = word >> kClaimTagShift;
     uint64_t claimed = word & kClaimCountMask;
     uint64_t next_tag = (tag + 1) & 0xffff;
-    first = ring_.plan(tag).first_batch.load(std::memory_order_relaxed) +
-            claimed;
+    first = skip_leased_slots(
+        ring_.plan(tag).first_batch.load(std::memory_order_relaxed) + claimed);
     Plan& next = ring_.plan(next_tag);
     next.tag.store(next_tag, std::memory_order_relaxed);
     next.first_batch.store(first, std::memory_order_relaxed);

@@ -54,8 +54,9 @@ class SlotProtocol {
   // up (wait on plan_signal, then try again).
   bool try_claim(Claim& claim) const;
   // Trainer: closes the current plan and publishes the next epoch's, which
-  // starts right after the last claimed id. Ids claimed but not consumed are
-  // cancelled. Returns the new plan's first batch id.
+  // starts after the last claimed id (skipping ahead past slots the caller
+  // still leases). Ids claimed but not consumed are cancelled. Returns the
+  // new plan's first batch id.
   uint64_t publish_plan(uint64_t epoch, uint64_t batch_count,
                         uint64_t sample_count, uint64_t order_table) const;
 
@@ -82,6 +83,7 @@ class SlotProtocol {
 
  private:
   uint64_t id_of_state(uint32_t state, uint32_t slot) const;
+  uint64_t skip_leased_slots(uint64_t first) const;
   bool try_acquire(uint64_t batch_id) const;
   const Ring& ring_;
 };

@@ -39,4 +39,25 @@ std::unique_ptr<DeviceStage> make_device_stage(const LoaderOptions& options,
 bool pin_host_memory(void* data, size_t bytes);
 void unpin_host_memory(void* data);
 
+// Owns a pinning: unpins on destruction.
+class HostPin {
+ public:
+  HostPin() = default;
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+  ~HostPin() { reset(); }
+  void pin(void* data, size_t bytes) {
+    reset();
+    if (pin_host_memory(data, bytes)) data_ = data;
+  }
+  void reset() {
+    if (data_) unpin_host_memory(data_);
+    data_ = nullptr;
+  }
+  bool pinned() const { return data_ != nullptr; }
+
+ private:
+  void* data_ = nullptr;
+};
+
 }  // namespace ringloader::trainer

@@ -82,13 +82,16 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
+  std::string executable;
+  if (options_.num_workers > 0) {
+    executable = trainer::WorkerPool::find_executable(options_.worker_executable);
+  }
   create_ring();
   if (options_.num_workers == 0) {
     in_process_ = std::make_unique<worker::BatchFiller>(config_, *ring_, 0);
     return;
   }
-  spawn({trainer::WorkerPool::find_executable(options_.worker_executable)},
-        config_.to_json_text());
+  spawn({executable}, config_.to_json_text());
 }
 
 Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
@@ -120,8 +123,7 @@ void Loader::Impl::create_ring() {
   // Pinned even for device "cpu", like torch's pin_memory: the caller may
   // copy batches to a GPU itself (tensor.to(cuda, non_blocking=true)).
   if (options_.pin_memory) {
-    ring_pinned_ = trainer::pin_host_memory(ring_->data_area(),
-                                            ring_->data_area_bytes());
+    pin_.pin(ring_->data_area(), ring_->data_area_bytes());
   }
 }
 
@@ -137,7 +139,7 @@ Loader::Impl::~Impl() {
   staged_.clear();
   device_.reset();  // waits for copies that still read host slots
   pool_.reset();    // then workers: nobody writes the ring after this
-  if (ring_pinned_) trainer::unpin_host_memory(ring_->data_area());
+  pin_.reset();
   if (config_fd_ >= 0) close(config_fd_);
 }
 
@@ -378,7 +380,7 @@ LoaderStats Loader::Impl::stats() const {
   stats.workers = options_.num_workers;
   stats.ring_slots = options_.ring_slots;
   stats.ring_bytes = ring_->bytes();
-  stats.ring_pinned = ring_pinned_;
+  stats.ring_pinned = pin_.pinned();
   stats.device_batches = device_ ? device_->batches() : 0;
   return stats;
 }

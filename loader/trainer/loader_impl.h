@@ -61,7 +61,9 @@ class Loader::Impl {
   int config_fd_ = -1;
   int64_t dataset_size_ = 0;
   bool external_ = false;
-  bool ring_pinned_ = false;
+  // Declared after ring_: unpinned before the ring can be unmapped, also
+  // when a constructor throws half-way.
+  trainer::HostPin pin_;
   std::unique_ptr<trainer::DeviceStage> device_;
   std::deque<Batch> staged_;  // on the device, not yet handed out
 

@@ -93,12 +93,31 @@ TEST(SlotProtocol, CancelledReadySlotMovesToTheNextLiveId) {
   protocol.lease(0);
   ASSERT_TRUE(protocol.acquire_for_fill(1, [] { return true; }));
   protocol.publish(1, kReady);  // ready but never taken
-  // Abandon: ids 1..3 are cancelled, the new plan starts at 4.
-  EXPECT_EQ(protocol.publish_plan(1, 10, 40, 1), 4u);
+  // Abandon: ids 1..3 are cancelled. Slot 0 is still leased by batch 0, so
+  // the new plan skips id 4 (slot 0) and starts at 5.
+  EXPECT_EQ(protocol.publish_plan(1, 10, 40, 1), 5u);
   EXPECT_EQ(ring->slot(1).state.load(), state_word(5, 2, kFree));
-  // Slot 0 is leased by batch 0 (consumed); its release skips cancelled 2.
+  // Batch 0's release skips the cancelled ids 2 and 4.
   protocol.release(0);
-  EXPECT_EQ(ring->slot(0).state.load(), state_word(4, 2, kFree));
+  EXPECT_EQ(ring->slot(0).state.load(), state_word(6, 2, kFree));
+}
+
+TEST(SlotProtocol, NewPlanStartsAtTheLongestRunOfUnleasedSlots) {
+  auto ring = Ring::create(small_geometry(4));
+  SlotProtocol protocol(*ring);
+  protocol.publish_plan(0, 3, 12, 0);
+  Claim claim;
+  for (uint64_t id = 0; id < 3; ++id) {
+    ASSERT_TRUE(protocol.try_claim(claim));
+    ASSERT_TRUE(protocol.acquire_for_fill(id, [] { return true; }));
+    protocol.publish(id, kReady);
+    protocol.lease(id);
+  }
+  protocol.release(0);
+  protocol.release(1);  // batch 2 (slot 2) is still held
+  // Next id would be 3 (slot 3): run 3 -> 0 -> 1 before slot 2: already the
+  // longest, so no skip.
+  EXPECT_EQ(protocol.publish_plan(1, 4, 16, 1), 3u);
 }
 
 // Fillers write the batch id into every byte-group of their slot; the
