@@ -41,7 +41,8 @@ struct LoaderOptions {
   // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
   // intra_op_threads cores); > 0 spawns that many worker processes.
   int num_workers = 0;
-  // Batches in the ring (K). 0 picks max(2, 2 * num_workers).
+  // Batches in the ring (K). 0 picks max(4, 2 * num_workers + 2): two in
+  // flight per worker plus the one the trainer holds and the one it waits for.
   int ring_slots = 0;
   bool shuffle = false;
   bool drop_last = false;

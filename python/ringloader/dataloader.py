@@ -121,6 +121,14 @@ class DataLoader:
     def __len__(self):
         return len(self.batch_sampler)
 
+    def set_epoch(self, epoch):
+        """The epoch the next iteration uses (augmentation keys, and the
+        epoch passed on to the sampler if it has set_epoch, like
+        DistributedSampler). Without a call, each iteration advances it."""
+        self._epoch = int(epoch)
+        if hasattr(self.sampler, "set_epoch"):
+            self.sampler.set_epoch(int(epoch))
+
     def __iter__(self):
         if self._native is None:  # a Python dataset with num_workers=0
             return _InProcessIterator(self)
