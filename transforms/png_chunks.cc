@@ -55,7 +55,10 @@ std::vector<uint8_t> close_truncated_png(const uint8_t* data, size_t size) {
       if (!image_data) return {};  // cut inside metadata: PIL fails too
       std::vector<uint8_t> out(data, data + offset);
       const size_t present = std::min<size_t>(length, size - payload);
-      append_chunk(out, "IDAT", data + payload, static_cast<uint32_t>(present));
+      // An empty IDAT would have stb memcpy into a null buffer (UB).
+      if (present > 0) {
+        append_chunk(out, "IDAT", data + payload, static_cast<uint32_t>(present));
+      }
       append_chunk(out, "IEND", nullptr, 0);
       return out;
     }

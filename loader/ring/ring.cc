@@ -62,6 +62,10 @@ std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
     new (&ring->slot(i)) SlotControl{};
     ring->slot(i).filler.store(-1, std::memory_order_relaxed);
   }
+  // Touch both order tables now: memory is fixed at construction, and an
+  // epoch that first writes the second table must not grow the RSS.
+  std::memset(static_cast<void*>(ring->order_table(0)), 0,
+              2 * geometry.order_capacity * sizeof(int64_t));
   for (uint32_t i = 0; i < geometry.worker_capacity; ++i) {
     new (&ring->worker(i)) WorkerControl{};
     ring->worker(i).current_batch.store(kNoBatch, std::memory_order_relaxed);

@@ -15,13 +15,19 @@ constexpr uint32_t kShuffleStream = 0x5348u;  // "SH"
 
 }  // namespace
 
-std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch) {
-  std::vector<int64_t> indices(static_cast<size_t>(n));
+void shuffle_indices(std::vector<int64_t>& indices, int64_t n, uint64_t seed,
+                     uint64_t epoch) {
+  indices.resize(static_cast<size_t>(n));
   std::iota(indices.begin(), indices.end(), 0);
   SampleRng rng(seed, epoch, 0, kShuffleStream);
   for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates
     std::swap(indices[i], indices[rng.integer(0, i)]);
   }
+}
+
+std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch) {
+  std::vector<int64_t> indices;
+  shuffle_indices(indices, n, seed, epoch);
   return indices;
 }
 
@@ -53,26 +59,31 @@ int64_t Sampler::batches_per_epoch() const {
   return (samples_per_epoch() + options_.batch_size - 1) / options_.batch_size;
 }
 
-std::vector<int64_t> Sampler::permutation(uint64_t epoch) const {
+void Sampler::permutation(uint64_t epoch, std::vector<int64_t>& out) const {
   if (options_.shuffle) {
-    return shuffled_indices(options_.dataset_size, options_.seed, epoch);
+    shuffle_indices(out, options_.dataset_size, options_.seed, epoch);
+    return;
   }
-  std::vector<int64_t> indices(static_cast<size_t>(options_.dataset_size));
-  std::iota(indices.begin(), indices.end(), 0);
-  return indices;
+  out.resize(static_cast<size_t>(options_.dataset_size));
+  std::iota(out.begin(), out.end(), 0);
 }
 
 std::vector<int64_t> Sampler::order(uint64_t epoch) const {
-  std::vector<int64_t> all = permutation(epoch);
+  std::vector<int64_t> out, scratch;
+  order_into(epoch, out, scratch);
+  return out;
+}
+
+void Sampler::order_into(uint64_t epoch, std::vector<int64_t>& out,
+                         std::vector<int64_t>& scratch) const {
+  permutation(epoch, scratch);
   const int64_t world = options_.world_size;
   const int64_t padded = (options_.dataset_size + world - 1) / world * world;
-  std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(padded / world));
+  out.clear();
   for (int64_t i = options_.rank; i < padded; i += world) {
-    mine.push_back(all[static_cast<size_t>(i % options_.dataset_size)]);
+    out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
   }
-  mine.resize(static_cast<size_t>(samples_per_epoch()));
-  return mine;
+  out.resize(static_cast<size_t>(samples_per_epoch()));
 }
 
 }  // namespace ringloader::sampler

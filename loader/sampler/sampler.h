@@ -29,13 +29,19 @@ class Sampler {
   // Dataset indices for `epoch`, in delivery order; batch j holds entries
   // [j * batch_size, min((j + 1) * batch_size, samples_per_epoch())).
   std::vector<int64_t> order(uint64_t epoch) const;
+  // The same into `out`, reusing its capacity and `scratch`'s: a trainer
+  // that calls this every epoch allocates nothing after the first.
+  void order_into(uint64_t epoch, std::vector<int64_t>& out,
+                  std::vector<int64_t>& scratch) const;
 
  private:
-  std::vector<int64_t> permutation(uint64_t epoch) const;
+  void permutation(uint64_t epoch, std::vector<int64_t>& out) const;
   SamplerOptions options_;
 };
 
 // A random permutation of [0, n) from the counter RNG keyed by (seed, epoch).
 std::vector<int64_t> shuffled_indices(int64_t n, uint64_t seed, uint64_t epoch);
+void shuffle_indices(std::vector<int64_t>& indices, int64_t n, uint64_t seed,
+                     uint64_t epoch);
 
 }  // namespace ringloader::sampler

@@ -197,7 +197,7 @@ void Loader::Impl::start_epoch() {
     order_ = std::move(*pending_order_);
     pending_order_.reset();
   } else {
-    order_ = sampler_.order(static_cast<uint64_t>(epoch_));
+    sampler_.order_into(static_cast<uint64_t>(epoch_), order_, order_scratch_);
   }
   const uint64_t table = plans_published_++ % 2;
   std::atomic<int64_t>* entries = ring_->order_table(table);

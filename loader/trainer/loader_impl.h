@@ -76,6 +76,7 @@ class Loader::Impl {
   int64_t cursor_ = 0;  // next batch index within the epoch
   uint64_t plans_published_ = 0;
   std::vector<int64_t> order_;
+  std::vector<int64_t> order_scratch_;  // reused: no per-epoch allocation
   std::optional<std::vector<int64_t>> pending_order_;
 
   uint64_t created_ns_ = 0;
