@@ -10,6 +10,7 @@
 #include "loader/ring/futex.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
+#include "loader/worker/claim_loop.h"
 #include "ringloader/external.h"
 
 namespace ringloader {
@@ -43,39 +44,25 @@ WorkerEndpoint::WorkerEndpoint(int ring_fd, int worker_index, int parent_pid)
 WorkerEndpoint::~WorkerEndpoint() = default;
 
 std::optional<WorkerEndpoint::Task> WorkerEndpoint::next_task() {
-  ring::ClaimControl& claims = state_->ring->claims();
-  while (state_->keep_going()) {
-    uint32_t signal = claims.plan_signal.load(std::memory_order_acquire);
-    ring::Claim claim;
-    if (!state_->protocol->try_claim(claim)) {
-      ring::futex_wait(claims.plan_signal, signal, 100'000'000);
-      continue;
-    }
-    if (state_->protocol->cancelled(claim.batch_id)) continue;
-    uint64_t start = ring::monotonic_ns();
-    bool acquired = state_->protocol->acquire_for_fill(
-        claim.batch_id, [this] { return state_->keep_going(); });
-    state_->control->slot_wait_ns.fetch_add(ring::monotonic_ns() - start,
-                                            std::memory_order_relaxed);
-    if (!acquired) continue;
-    const auto& geometry = state_->ring->geometry();
-    const uint64_t begin = claim.local_index * geometry.batch_size;
-    const uint64_t end = std::min<uint64_t>(begin + geometry.batch_size, claim.sample_count);
-    Task task;
-    task.batch_id = claim.batch_id;
-    task.epoch = static_cast<int64_t>(claim.epoch);
-    task.index = static_cast<int64_t>(claim.local_index);
-    const std::atomic<int64_t>* order = state_->ring->order_table(claim.order_table);
-    for (uint64_t i = begin; i < end; ++i) {
-      task.samples.push_back(order[i].load(std::memory_order_relaxed));
-    }
-    ring::SlotControl& slot = state_->ring->slot(ring::slot_of(task.batch_id, geometry.slot_count));
-    slot.filler.store(state_->worker_index, std::memory_order_relaxed);
-    slot.batch_id.store(task.batch_id, std::memory_order_relaxed);
-    state_->control->current_batch.store(task.batch_id, std::memory_order_relaxed);
-    return task;
+  std::optional<ring::Claim> claim = worker::claim_next_batch(
+      *state_->ring, *state_->protocol, *state_->control,
+      [this] { return state_->keep_going(); });
+  if (!claim) return std::nullopt;
+  const auto& geometry = state_->ring->geometry();
+  const uint64_t begin = claim->local_index * geometry.batch_size;
+  const uint64_t end = std::min<uint64_t>(begin + geometry.batch_size, claim->sample_count);
+  Task task;
+  task.batch_id = claim->batch_id;
+  task.epoch = static_cast<int64_t>(claim->epoch);
+  task.index = static_cast<int64_t>(claim->local_index);
+  const std::atomic<int64_t>* order = state_->ring->order_table(claim->order_table);
+  for (uint64_t i = begin; i < end; ++i) {
+    task.samples.push_back(order[i].load(std::memory_order_relaxed));
   }
-  return std::nullopt;
+  ring::SlotControl& slot = state_->ring->slot(ring::slot_of(task.batch_id, geometry.slot_count));
+  slot.filler.store(state_->worker_index, std::memory_order_relaxed);
+  slot.batch_id.store(task.batch_id, std::memory_order_relaxed);
+  return task;
 }
 
 uint8_t* WorkerEndpoint::slot_data(const Task& task) const {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "loader/ring/futex.h"
+#include "loader/worker/claim_loop.h"
 
 namespace ringloader::worker {
 
@@ -33,25 +34,9 @@ bool WorkerLoop::keep_going() {
 int WorkerLoop::run() {
   control_.pid.store(getpid(), std::memory_order_relaxed);
   control_.ready.store(1, std::memory_order_release);
-  ring::ClaimControl& claims = ring_->claims();
-  constexpr int64_t kRecheckNs = 100'000'000;
-  while (keep_going()) {
-    // Read the signal before trying to claim, so a plan published between
-    // the failed claim and the wait still wakes us.
-    uint32_t signal = claims.plan_signal.load(std::memory_order_acquire);
-    ring::Claim claim;
-    if (!protocol_.try_claim(claim)) {
-      ring::futex_wait(claims.plan_signal, signal, kRecheckNs);
-      continue;
-    }
-    if (protocol_.cancelled(claim.batch_id)) continue;
-    control_.current_batch.store(claim.batch_id, std::memory_order_relaxed);
-    uint64_t wait_start = ring::monotonic_ns();
-    bool acquired = protocol_.acquire_for_fill(
-        claim.batch_id, [this] { return keep_going(); });
-    control_.slot_wait_ns.fetch_add(ring::monotonic_ns() - wait_start,
-                                    std::memory_order_relaxed);
-    if (acquired) filler_.fill(claim);
+  auto keep_going = [this] { return this->keep_going(); };
+  while (auto claim = claim_next_batch(*ring_, protocol_, control_, keep_going)) {
+    filler_.fill(*claim);
     control_.current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
   }
   return parent_gone_ ? 1 : 0;
