@@ -43,6 +43,10 @@ class Ring {
   ClaimControl& claims() const;
   Plan& plan(uint64_t tag) const;  // tag modulo kPlanCount
   SlotControl& slot(uint32_t index) const;
+  // The slot batch `batch_id` lives in (batch_id % K).
+  SlotControl& slot_for_batch(uint64_t batch_id) const {
+    return slot(static_cast<uint32_t>(batch_id % geometry_.slot_count));
+  }
   WorkerControl& worker(uint32_t index) const;
   std::atomic<int64_t>* order_table(uint64_t which) const;
   uint8_t* slot_data(uint32_t index) const;

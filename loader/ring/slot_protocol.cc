@@ -99,7 +99,7 @@ uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
 
 bool SlotProtocol::try_acquire(uint64_t batch_id) const {
   const uint32_t slot_count = ring_.geometry().slot_count;
-  SlotControl& slot = ring_.slot(slot_of(batch_id, slot_count));
+  SlotControl& slot = ring_.slot_for_batch(batch_id);
   uint32_t expected = state_word(batch_id, slot_count, kFree);
   return slot.state.compare_exchange_strong(
       expected, state_word(batch_id, slot_count, kFilling),
@@ -118,7 +118,7 @@ void SlotProtocol::publish(uint64_t batch_id, SlotPhase phase) const {
 
 void SlotProtocol::lease(uint64_t batch_id) const {
   const uint32_t slot_count = ring_.geometry().slot_count;
-  SlotControl& slot = ring_.slot(slot_of(batch_id, slot_count));
+  SlotControl& slot = ring_.slot_for_batch(batch_id);
   slot.state.store(state_word(batch_id, slot_count, kLeased),
                    std::memory_order_relaxed);
 }

@@ -91,7 +91,7 @@ class SlotProtocol {
 template <typename KeepWaiting>
 bool SlotProtocol::acquire_for_fill(uint64_t batch_id,
                                     KeepWaiting keep_waiting) const {
-  SlotControl& slot = ring_.slot(slot_of(batch_id, ring_.geometry().slot_count));
+  SlotControl& slot = ring_.slot_for_batch(batch_id);
   constexpr int64_t kRecheckNs = 50'000'000;  // shutdown / parent checks
   for (;;) {
     if (try_acquire(batch_id)) return true;

@@ -255,7 +255,7 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   const uint64_t batch_id = first_batch_ + static_cast<uint64_t>(cursor_);
   if (!wait) {
     const uint32_t slot_count = ring_->geometry().slot_count;
-    uint32_t state = ring_->slot(ring::slot_of(batch_id, slot_count))
+    uint32_t state = ring_->slot_for_batch(batch_id)
                          .state.load(std::memory_order_acquire);
     if (state != ring::state_word(batch_id, slot_count, ring::kReady)) {
       return std::nullopt;
@@ -281,7 +281,7 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
 void Loader::Impl::check_not_leased(uint64_t batch_id, uint32_t state) {
   if (ring::phase_of(state) != ring::kLeased) return;
   ring::SlotControl& slot =
-      ring_->slot(ring::slot_of(batch_id, ring_->geometry().slot_count));
+      ring_->slot_for_batch(batch_id);
   // Another thread may be dropping that batch right now: give it a moment.
   ring::futex_wait(slot.state, state,
                    static_cast<int64_t>(options_.poll_interval_s * 1e9));
@@ -296,7 +296,7 @@ void Loader::Impl::check_not_leased(uint64_t batch_id, uint32_t state) {
 
 uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   const uint32_t slot_count = ring_->geometry().slot_count;
-  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
   const uint32_t ready = ring::state_word(batch_id, slot_count, ring::kReady);
   const uint32_t failed = ring::state_word(batch_id, slot_count, ring::kFailed);
   const auto poll_ns = static_cast<int64_t>(options_.poll_interval_s * 1e9);
@@ -322,8 +322,7 @@ void Loader::Impl::check_timeout(uint64_t wait_start_ns) const {
 }
 
 void Loader::Impl::fill_in_process(uint64_t batch_id) {
-  const uint32_t slot_count = ring_->geometry().slot_count;
-  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
   check_not_leased(batch_id, slot.state.load(std::memory_order_acquire));
   ring::Claim claim;
   if (!protocol_->try_claim(claim) || claim.batch_id != batch_id) {
@@ -339,8 +338,7 @@ void Loader::Impl::fill_in_process(uint64_t batch_id) {
 }
 
 void Loader::Impl::raise_failure(uint64_t batch_id) {
-  const uint32_t slot_count = ring_->geometry().slot_count;
-  ring::SlotControl& slot = ring_->slot(ring::slot_of(batch_id, slot_count));
+  ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
   int32_t filler = slot.filler.load(std::memory_order_relaxed);
   std::string where = "ringloader: batch " + std::to_string(cursor_) +
                       " of epoch " + std::to_string(epoch_);

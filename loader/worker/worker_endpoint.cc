@@ -59,7 +59,7 @@ std::optional<WorkerEndpoint::Task> WorkerEndpoint::next_task() {
   for (uint64_t i = begin; i < end; ++i) {
     task.samples.push_back(order[i].load(std::memory_order_relaxed));
   }
-  ring::SlotControl& slot = state_->ring->slot(ring::slot_of(task.batch_id, geometry.slot_count));
+  ring::SlotControl& slot = state_->ring->slot_for_batch(task.batch_id);
   slot.filler.store(state_->worker_index, std::memory_order_relaxed);
   slot.batch_id.store(task.batch_id, std::memory_order_relaxed);
   return task;
@@ -76,8 +76,7 @@ uint64_t WorkerEndpoint::slot_bytes() const {
 }
 
 void WorkerEndpoint::publish(const Task& task) {
-  ring::SlotControl& slot = state_->ring->slot(
-      ring::slot_of(task.batch_id, state_->ring->geometry().slot_count));
+  ring::SlotControl& slot = state_->ring->slot_for_batch(task.batch_id);
   slot.sample_count = static_cast<uint32_t>(task.samples.size());
   slot.epoch = static_cast<uint64_t>(task.epoch);
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kNone);
@@ -88,8 +87,7 @@ void WorkerEndpoint::publish(const Task& task) {
 }
 
 void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& message) {
-  ring::SlotControl& slot = state_->ring->slot(
-      ring::slot_of(task.batch_id, state_->ring->geometry().slot_count));
+  ring::SlotControl& slot = state_->ring->slot_for_batch(task.batch_id);
   slot.sample_count = 0;
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kOther);
   slot.error_sample = sample;
