@@ -13,6 +13,7 @@
 #include "loader/sampler/sampler.h"
 #include "loader/trainer/device_stage.h"
 #include "loader/trainer/worker_pool.h"
+#include "loader/trainer/worker_recovery.h"
 #include "loader/worker/batch_filler.h"
 #include "ringloader/loader.h"
 
@@ -48,7 +49,7 @@ class Loader::Impl {
   void check_timeout(uint64_t wait_start_ns) const;
   [[noreturn]] void raise_failure(uint64_t batch_id);
   void check_not_leased(uint64_t batch_id, uint32_t state);
-  std::vector<int64_t> batch_samples(int64_t local_index) const;
+  std::string describe_sample(int64_t index) const;
 
   LoaderOptions options_;
   worker::WorkerConfig config_;
@@ -57,6 +58,7 @@ class Loader::Impl {
   std::shared_ptr<ring::Ring> ring_;
   std::unique_ptr<ring::SlotProtocol> protocol_;
   std::unique_ptr<trainer::WorkerPool> pool_;
+  std::unique_ptr<trainer::WorkerRecovery> recovery_;
   std::unique_ptr<worker::BatchFiller> in_process_;
   int config_fd_ = -1;
   int64_t dataset_size_ = 0;

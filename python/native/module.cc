@@ -150,7 +150,7 @@ PYBIND11_MODULE(_ringloader, module) {
       }, py::keep_alive<0, 1>())
       .def("publish", &WorkerEndpoint::publish)
       .def("fail", &WorkerEndpoint::fail)
-      .def("heartbeat", &WorkerEndpoint::heartbeat)
+      .def("heartbeat", &WorkerEndpoint::heartbeat, py::arg("sample") = -1)
       .def("add_times", &WorkerEndpoint::add_times);
 
   py::class_<Loader>(module, "NativeLoader")
