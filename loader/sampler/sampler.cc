@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "loader/sampler/shard_order.h"
 #include "ringloader/errors.h"
 #include "ringloader/random.h"
 
@@ -60,6 +61,11 @@ int64_t Sampler::batches_per_epoch() const {
 }
 
 void Sampler::permutation(uint64_t epoch, std::vector<int64_t>& out) const {
+  if (options_.shuffle && !options_.shard_sizes.empty()) {
+    shard_shuffle_order(options_.shard_sizes, options_.shuffle_buffer,
+                        options_.seed, epoch, out);
+    return;
+  }
   if (options_.shuffle) {
     shuffle_indices(out, options_.dataset_size, options_.seed, epoch);
     return;
