@@ -94,9 +94,13 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.generator = generator
         self.collate_fn = collate_fn
+        # Tar shards shuffle natively (shard order + a seeded buffer), so
+        # workers read each shard front to back.
+        native_shuffle = bool(shuffle) and sampler is None and getattr(
+            dataset, "ringloader_native_shuffle", False)
         if sampler is None:
-            sampler = (RandomSampler(dataset, generator=generator) if shuffle
-                       else SequentialSampler(dataset))
+            sampler = (RandomSampler(dataset, generator=generator)
+                       if shuffle and not native_shuffle else SequentialSampler(dataset))
         self.sampler = sampler
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self._sequential = type(sampler) is SequentialSampler
@@ -108,6 +112,7 @@ class DataLoader:
         options = {
             "batch_size": int(batch_size), "num_workers": int(num_workers),
             "drop_last": bool(drop_last), "seed": self.seed,
+            "shuffle": native_shuffle,
             "ring_slots": int(ring_slots),
             "max_samples_per_epoch": max(len(dataset), _sampler_len(sampler)),
         }

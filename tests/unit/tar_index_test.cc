@@ -2,6 +2,7 @@
 // datasets (a seeded permutation with bounded locality), and reading members
 // back by index from files and from pipe: commands.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,6 +56,10 @@ class TarIndexTest : public ::testing::Test {
     }
     return "(no error)";
   }
+  static int64_t file_size(const std::string& path) {
+    struct stat info {};
+    return stat(path.c_str(), &info) == 0 ? info.st_size : -1;
+  }
   std::string dir_;
 };
 
@@ -87,18 +92,46 @@ TEST_F(TarIndexTest, PipeShardsIndexAndReadLikeFiles) {
   TarIndex piped = index_tar_shards({"pipe:cat '" + dir_ + "/s.tar'"}, 0);
   ASSERT_EQ(piped.samples.size(), 40u);
   TarMemberReader local_reader(local), pipe_reader(piped);
-  std::vector<uint8_t> expected, got;
-  // Forward reads keep one command open; going back restarts it, counted.
-  for (int n : {0, 3, 4, 17, 39}) {
+  TarMemberReader no_cache_reader(piped, /*pipe_cache_members=*/0);
+  std::vector<uint8_t> expected, got, uncached;
+  // Forward reads keep one command open; going back is served by the
+  // look-back cache, or restarts the command when the cache is gone.
+  for (int n : {0, 3, 4, 17, 39, 2, 18, 1}) {
     local_reader.read(n, expected);
     pipe_reader.read(n, got);
+    no_cache_reader.read(n, uncached);
     EXPECT_EQ(got, expected) << n;
+    EXPECT_EQ(uncached, expected) << n;
   }
   EXPECT_EQ(pipe_reader.pipe_restarts(), 0);
-  pipe_reader.read(2, got);
-  local_reader.read(2, expected);
-  EXPECT_EQ(got, expected);
-  EXPECT_EQ(pipe_reader.pipe_restarts(), 1);
+  EXPECT_EQ(no_cache_reader.pipe_restarts(), 2);  // for 2 and 1
+}
+
+TEST_F(TarIndexTest, PipeWorkerOfAShuffledEpochStreamsEachShardOnce) {
+  // What one of two workers reads in a shuffled epoch: every other batch of
+  // 16 from shard order + a 64-sample buffer over 12 shards of 50. The
+  // look-back cache serves the buffer's reordering: one command per shard,
+  // no restarts, no byte streamed twice.
+  std::vector<std::string> urls;
+  uint64_t total = 0;
+  for (int s = 0; s < 12; ++s) {
+    std::string name = "p-" + std::to_string(s) + ".tar";
+    total += static_cast<uint64_t>(file_size(make_shard(name, s * 50, 50)));
+    urls.push_back("pipe:cat '" + dir_ + "/" + name + "'");
+  }
+  TarIndex index = index_tar_shards(urls, 64);
+  std::vector<int64_t> order;
+  sampler::shard_shuffle_order(index.shard_sizes, 64, 1, 0, order);
+  TarMemberReader reader(index);
+  std::vector<uint8_t> bytes;
+  for (size_t batch = 0; batch * 16 < order.size(); batch += 2) {
+    for (size_t i = batch * 16; i < std::min(order.size(), batch * 16 + 16); ++i) {
+      reader.read(order[i], bytes);
+    }
+  }
+  EXPECT_EQ(reader.pipe_restarts(), 0);
+  EXPECT_EQ(reader.pipe_commands(), 12);
+  EXPECT_LE(reader.pipe_bytes_streamed(), total);
 }
 
 TEST_F(TarIndexTest, ShardShrunkAfterIndexingNamesShardAndMember) {
