@@ -15,6 +15,8 @@ struct SamplerOptions {
   uint64_t seed = 0;
   // DistributedSampler semantics: each rank takes every world_size-th index
   // of one shared permutation, padded by wrapping so ranks get equal counts.
+  // Sharded datasets (shard_sizes set) give each rank a contiguous stretch
+  // of the padded order instead, so ranks read disjoint runs of shards.
   int64_t rank = 0;
   int64_t world_size = 1;
   // Sharded datasets (tar): samples per shard, in index order. When set,

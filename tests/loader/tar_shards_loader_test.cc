@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <set>
@@ -28,12 +29,12 @@ Pipeline augmenting_pipeline() {
   return Pipeline{RandomResizedCrop(16), RandomHorizontalFlip(), ToTensor()};
 }
 
-struct Run {
+struct EpochRun {
   std::vector<torch::Tensor> data, targets;
   std::vector<std::vector<int64_t>> indices;
 };
 
-Run run(const Dataset& dataset, int workers, int epochs,
+EpochRun run(const Dataset& dataset, int workers, int epochs,
         const std::vector<int64_t>& order = {}) {
   LoaderOptions options;
   options.batch_size = 4;
@@ -41,7 +42,7 @@ Run run(const Dataset& dataset, int workers, int epochs,
   options.shuffle = order.empty();
   options.seed = 77;
   Loader loader(dataset, augmenting_pipeline(), options);
-  Run out;
+  EpochRun out;
   for (int epoch = 0; epoch < epochs; ++epoch) {
     loader.set_epoch(epoch);
     if (!order.empty()) loader.set_order(order);
@@ -54,7 +55,7 @@ Run run(const Dataset& dataset, int workers, int epochs,
   return out;
 }
 
-void expect_same(const Run& a, const Run& b, const std::string& what) {
+void expect_same(const EpochRun& a, const EpochRun& b, const std::string& what) {
   ASSERT_EQ(a.data.size(), b.data.size()) << what;
   for (size_t i = 0; i < a.data.size(); ++i) {
     EXPECT_TRUE(torch::equal(a.data[i], b.data[i])) << what << ": batch " << i;
@@ -92,7 +93,7 @@ TEST_F(TarShardsLoader, ShardsHoldTheFolderInOrder) {
 
 TEST_F(TarShardsLoader, SameBytesForZeroAndTwoWorkers) {
   Dataset shards = Dataset::tar_shards({pattern_}, TarShardOptions{5});
-  Run reference = run(shards, 0, 2);
+  EpochRun reference = run(shards, 0, 2);
   ASSERT_EQ(reference.data.size(), 2u * 8u);  // 30 / 4 -> 8 batches
   expect_same(reference, run(shards, 2, 2), "2 workers");
   // Each epoch is a permutation, and epochs differ.

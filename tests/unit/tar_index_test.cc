@@ -252,5 +252,31 @@ TEST(ShardOrderTest, SamplerUsesShardOrderForShardedDatasets) {
   EXPECT_EQ(sampler::Sampler(options).order(2), natural);
 }
 
+TEST(ShardOrderTest, RanksTakeContiguousStretchesCoveringEverything) {
+  sampler::SamplerOptions options;
+  options.dataset_size = 100;  // 10 shards of 10, 3 ranks -> 34 each, 2 padded
+  options.batch_size = 5;
+  options.shuffle = true;
+  options.seed = 4;
+  options.shard_sizes = std::vector<int64_t>(10, 10);
+  options.shuffle_buffer = 0;
+  options.world_size = 3;
+  std::vector<int64_t> all;
+  const auto global = order_of(options.shard_sizes, 0, 4, 1);
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    options.rank = rank;
+    auto order = sampler::Sampler(options).order(1);
+    ASSERT_EQ(order.size(), 34u);
+    EXPECT_EQ(order[0], global[static_cast<size_t>(rank * 34)]);
+    std::set<int64_t> shards;
+    for (int64_t s : order) shards.insert(s / 10);
+    EXPECT_LE(shards.size(), 5u) << rank;  // not all ten
+    all.insert(all.end(), order.begin(), order.end());
+  }
+  std::set<int64_t> covered(all.begin(), all.end());
+  EXPECT_EQ(covered.size(), 100u);
+  EXPECT_EQ(all.size(), 102u);
+}
+
 }  // namespace
 }  // namespace ringloader::data
