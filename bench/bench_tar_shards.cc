@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,8 +43,13 @@ long integer(const std::map<std::string, std::string>& values, const char* key,
   return it == values.end() ? fallback : std::stol(it->second);
 }
 
+struct Rate {
+  double images_per_s = 0;
+  double read_us_per_image = 0;  // workers' time getting the encoded bytes
+};
+
 // Images per second over `epochs` shuffled epochs after one warm-up epoch.
-double images_per_s(const ringloader::Dataset& dataset,
+Rate images_per_s(const ringloader::Dataset& dataset,
                     const ringloader::LoaderOptions& options, int epochs) {
   ringloader::Pipeline pipeline{
       ringloader::RandomResizedCrop(224), ringloader::RandomHorizontalFlip(),
@@ -53,6 +59,7 @@ double images_per_s(const ringloader::Dataset& dataset,
   double sink = 0;
   for (ringloader::Batch& batch : loader) sink += batch.data.data_ptr<float>()[0];
   int64_t images = 0;
+  const double read_before = loader.stats().read_s;
   auto start = Clock::now();
   for (int e = 0; e < epochs; ++e) {
     for (ringloader::Batch& batch : loader) {
@@ -62,7 +69,7 @@ double images_per_s(const ringloader::Dataset& dataset,
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (sink == 12345.678) std::fprintf(stderr, " ");  // keeps the reads
-  return images / seconds;
+  return {images / seconds, (loader.stats().read_s - read_before) / images * 1e6};
 }
 
 double median(std::vector<double> values) {
@@ -89,11 +96,20 @@ int run(const std::map<std::string, std::string>& values) {
   ringloader::Dataset folder = ringloader::Dataset::image_folder(values.at("root"));
 
   std::vector<double> folder_rates, shard_rates, pipe_rates;
+  std::vector<double> folder_read, shard_read, pipe_read;
   for (int r = 0; r < rounds; ++r) {
-    folder_rates.push_back(images_per_s(folder, options, epochs));
-    shard_rates.push_back(images_per_s(shards, options, epochs));
-    pipe_rates.push_back(images_per_s(piped, options, epochs));
+    Rate f = images_per_s(folder, options, epochs);
+    Rate s = images_per_s(shards, options, epochs);
+    Rate p = images_per_s(piped, options, epochs);
+    folder_rates.push_back(f.images_per_s);
+    shard_rates.push_back(s.images_per_s);
+    pipe_rates.push_back(p.images_per_s);
+    folder_read.push_back(f.read_us_per_image);
+    shard_read.push_back(s.read_us_per_image);
+    pipe_read.push_back(p.read_us_per_image);
   }
+  double load[1] = {0};
+  getloadavg(load, 1);
   nlohmann::json out = {
       {"workload", "tar_shards"}, {"dataset_size", shards.size()},
       {"shards", shards.shard_sizes().size()}, {"shuffle_buffer", shards.shuffle_buffer()},
@@ -104,16 +120,21 @@ int run(const std::map<std::string, std::string>& values) {
       {"shards_images_per_s", median(shard_rates)},
       {"pipe_images_per_s", median(pipe_rates)},
       {"folder_rounds", folder_rates}, {"shards_rounds", shard_rates},
-      {"pipe_rounds", pipe_rates}};
+      {"pipe_rounds", pipe_rates},
+      {"folder_read_us_per_image", median(folder_read)},
+      {"shards_read_us_per_image", median(shard_read)},
+      {"pipe_read_us_per_image", median(pipe_read)},
+      {"load_average", load[0]}};
   std::printf("%s\n", out.dump().c_str());
   const double f = median(folder_rates), s = median(shard_rates), p = median(pipe_rates);
   std::fprintf(stderr,
                "tar shards vs ImageFolder (%lld images, %zu shards, %d workers, median of %d)\n"
-               "  ImageFolder        %8.0f img/s\n"
-               "  tar shards (local) %8.0f img/s  ratio %.2fx  (index %.3f s)\n"
-               "  tar shards (pipe:) %8.0f img/s  ratio %.2fx  (index %.3f s)\n",
+               "  ImageFolder        %8.0f img/s              read %6.1f us/image\n"
+               "  tar shards (local) %8.0f img/s  ratio %.2fx  read %6.1f us/image  index %.3f s\n"
+               "  tar shards (pipe:) %8.0f img/s  ratio %.2fx  read %6.1f us/image  index %.3f s\n",
                static_cast<long long>(shards.size()), shards.shard_sizes().size(),
-               options.num_workers, rounds, f, s, s / f, index_s, p, p / f, pipe_index_s);
+               options.num_workers, rounds, f, median(folder_read), s, s / f,
+               median(shard_read), index_s, p, p / f, median(pipe_read), pipe_index_s);
   return 0;
 }
 

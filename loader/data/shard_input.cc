@@ -101,6 +101,9 @@ PipeInput::PipeInput(const std::string& url) : url_(url) {
     throw IoError("ringloader: " + url + ": cannot start /bin/sh: " + std::strerror(error));
   }
   fd_ = fds[0];
+  // A 1 MiB pipe (Linux caps unprivileged sizes at pipe-max-size, 1 MiB by
+  // default) instead of 64 KiB: far fewer wake-ups per shard. Best effort.
+  fcntl(fd_, F_SETPIPE_SZ, 1 << 20);
 }
 
 PipeInput::~PipeInput() {

@@ -74,7 +74,8 @@ void TarMemberReader::read_pipe(const TarSample& sample, std::vector<uint8_t>& o
   std::lock_guard<std::mutex> lock(mutex_);
   auto cached = cache_.find({sample.shard, sample.offset});
   if (cached != cache_.end()) {
-    out = std::move(cached->second);
+    out.swap(cached->second);
+    recycle(std::move(cached->second));
     cache_.erase(cached);
     return;
   }
@@ -110,7 +111,7 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
   for (; next != end && next->offset < target.offset; ++next) {
     const uint64_t gap = next->offset - input.position();
     if (input.skip(gap) < gap) fail_short(*next, 0);
-    std::vector<uint8_t> bytes(static_cast<size_t>(next->size));
+    std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(next->size));
     size_t got = input.read(bytes.data(), bytes.size());
     if (got < bytes.size()) fail_short(*next, got);
     cache(*next, std::move(bytes));
@@ -120,13 +121,20 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
 }
 
 void TarMemberReader::cache(const TarSample& sample, std::vector<uint8_t> bytes) {
-  if (pipe_cache_members_ == 0) return;
+  if (pipe_cache_members_ == 0) {
+    recycle(std::move(bytes));
+    return;
+  }
   MemberKey key{sample.shard, sample.offset};
   cache_[key] = std::move(bytes);
   cache_order_.push_back(key);
   // Entries already taken leave stale keys behind; erase() skips them.
   while (cache_.size() > pipe_cache_members_ && !cache_order_.empty()) {
-    cache_.erase(cache_order_.front());
+    auto oldest = cache_.find(cache_order_.front());
+    if (oldest != cache_.end()) {
+      recycle(std::move(oldest->second));
+      cache_.erase(oldest);
+    }
     cache_order_.pop_front();
   }
   if (cache_order_.size() > 4 * pipe_cache_members_ + 1024) {
@@ -135,6 +143,23 @@ void TarMemberReader::cache(const TarSample& sample, std::vector<uint8_t> bytes)
       if (cache_.count(k)) live.push_back(k);
     }
     cache_order_.swap(live);
+  }
+}
+
+std::vector<uint8_t> TarMemberReader::take_buffer(size_t size) {
+  std::vector<uint8_t> buffer;
+  if (!spare_.empty()) {
+    buffer.swap(spare_.back());
+    spare_.pop_back();
+  }
+  buffer.resize(size);  // zero-fills only beyond the recycled size
+  return buffer;
+}
+
+void TarMemberReader::recycle(std::vector<uint8_t>&& buffer) {
+  constexpr size_t kSpareBuffers = 64;
+  if (spare_.size() < kSpareBuffers && buffer.capacity() > 0) {
+    spare_.push_back(std::move(buffer));
   }
 }
 

@@ -53,6 +53,10 @@ class TarMemberReader {
   void close_stream(PipeShard& pipe);
   void stream_to(PipeShard& pipe, const TarSample& target);
   void cache(const TarSample& sample, std::vector<uint8_t> bytes);
+  // Buffers are recycled: fresh 50-100 KiB allocations cost a zero fill and
+  // page faults that would dominate reading from a pipe.
+  std::vector<uint8_t> take_buffer(size_t size);
+  void recycle(std::vector<uint8_t>&& buffer);
   [[noreturn]] void fail_short(const TarSample& sample, size_t got) const;
 
   const TarIndex& index_;
@@ -65,6 +69,7 @@ class TarMemberReader {
   std::list<PipeShard> pipes_;
   std::map<MemberKey, std::vector<uint8_t>> cache_;
   std::deque<MemberKey> cache_order_;  // insertion order, for dropping
+  std::vector<std::vector<uint8_t>> spare_;
   int64_t pipe_commands_ = 0;
   int64_t pipe_restarts_ = 0;
   uint64_t pipe_bytes_closed_ = 0;  // streamed by commands already closed
