@@ -53,6 +53,16 @@ int64_t parse_positive(const char* text, const char* option) {
   return value;
 }
 
+// "%d", "%06d", ...: the only conversion snprintf may see with one int.
+bool has_one_integer_field(const std::string& pattern) {
+  size_t percent = pattern.find('%');
+  if (percent == std::string::npos || pattern.find('%', percent + 1) != std::string::npos) {
+    return false;
+  }
+  size_t end = pattern.find_first_not_of("0123456789", percent + 1);
+  return end != std::string::npos && pattern[end] == 'd';
+}
+
 Arguments parse(int argc, char** argv) {
   Arguments args;
   std::vector<std::string> positional;
@@ -73,10 +83,8 @@ Arguments parse(int argc, char** argv) {
   if (positional.size() != 2) throw OptionError("expected ROOT and OUT_PATTERN");
   args.root = positional[0];
   args.pattern = positional[1];
-  const char* percent = std::strchr(args.pattern.c_str(), '%');
-  if (!percent || std::strchr(percent + 1, '%') ||
-      args.pattern.find_first_of("d", percent - args.pattern.c_str()) == std::string::npos) {
-    throw OptionError("OUT_PATTERN must hold exactly one %d-style field");
+  if (!has_one_integer_field(args.pattern)) {
+    throw OptionError("OUT_PATTERN must hold exactly one %d-style field, e.g. %06d");
   }
   return args;
 }

@@ -51,8 +51,13 @@ std::vector<std::string> expand_range(const std::string& first,
   return out;
 }
 
-// Alternatives of one group's body: a range "a..b" or a top-level comma list.
-std::vector<std::string> alternatives(const std::string& body,
+void expand_into(const std::string& text, const std::string& pattern,
+                 std::vector<std::string>& out);
+
+// Every expansion of one group's body: a comma list (each part expanded in
+// turn), a range "a..b", or else the body kept inside literal braces ("{x}"
+// is literal in bash and braceexpand alike; groups inside it still expand).
+std::vector<std::string> expand_group(const std::string& body,
                                       const std::string& pattern) {
   std::vector<std::string> parts;
   int depth = 0;
@@ -66,13 +71,19 @@ std::vector<std::string> alternatives(const std::string& body,
     }
   }
   parts.push_back(body.substr(start));
-  if (parts.size() > 1) return parts;
+  std::vector<std::string> out;
+  if (parts.size() > 1) {
+    for (const std::string& part : parts) expand_into(part, pattern, out);
+    return out;
+  }
   size_t dots = body.find("..");
   if (dots != std::string::npos && body.find('{') == std::string::npos) {
     return expand_range(body.substr(0, dots), body.substr(dots + 2), pattern);
   }
-  // "{x}" is literal in bash and braceexpand alike.
-  return {"{" + body + "}"};
+  std::vector<std::string> inner;
+  expand_into(body, pattern, inner);
+  for (const std::string& text : inner) out.push_back("{" + text + "}");
+  return out;
 }
 
 void expand_into(const std::string& text, const std::string& pattern,
@@ -82,6 +93,9 @@ void expand_into(const std::string& text, const std::string& pattern,
     if (text.find('}') != std::string::npos) fail(pattern, "unbalanced '}'");
     out.push_back(text);
     return;
+  }
+  if (text.substr(0, open).find('}') != std::string::npos) {
+    fail(pattern, "unbalanced '}'");
   }
   int depth = 0;
   size_t close = std::string::npos;
@@ -93,33 +107,16 @@ void expand_into(const std::string& text, const std::string& pattern,
     }
   }
   if (close == std::string::npos) fail(pattern, "unbalanced '{'");
-  if (text.substr(0, open).find('}') != std::string::npos) {
-    fail(pattern, "unbalanced '}'");
-  }
   const std::string prefix = text.substr(0, open);
-  const std::string suffix = text.substr(close + 1);
-  for (const std::string& choice :
-       alternatives(text.substr(open + 1, close - open - 1), pattern)) {
-    if (choice.size() > 1 && choice.front() == '{' && choice.back() == '}' &&
-        choice.find(',') == std::string::npos &&
-        choice.find("..") == std::string::npos) {
-      // A literal group: keep it, expand only what follows.
-      std::vector<std::string> rest;
-      expand_into(suffix, pattern, rest);
-      for (const std::string& tail : rest) out.push_back(prefix + choice + tail);
-      continue;
-    }
-    std::vector<std::string> inner;
-    expand_into(choice, pattern, inner);  // nested groups
-    std::vector<std::string> rest;
-    expand_into(suffix, pattern, rest);
-    for (const std::string& head : inner) {
-      for (const std::string& tail : rest) {
-        if (static_cast<long long>(out.size()) >= kMaxNames) {
-          fail(pattern, "expands to too many names");
-        }
-        out.push_back(prefix + head + tail);
+  std::vector<std::string> heads = expand_group(text.substr(open + 1, close - open - 1), pattern);
+  std::vector<std::string> tails;
+  expand_into(text.substr(close + 1), pattern, tails);
+  for (const std::string& head : heads) {
+    for (const std::string& tail : tails) {
+      if (static_cast<long long>(out.size()) >= kMaxNames) {
+        fail(pattern, "expands to too many names");
       }
+      out.push_back(prefix + head + tail);
     }
   }
 }

@@ -65,6 +65,10 @@ TEST(BraceExpandTest, RangesKeepPaddingAndListsMultiply) {
   EXPECT_EQ(expand_braces("{train,val}-{0..1}.tar"),
             (Names{"train-0.tar", "train-1.tar", "val-0.tar", "val-1.tar"}));
   EXPECT_EQ(expand_braces("x{a,b{1..2}}y"), (Names{"xay", "xb1y", "xb2y"}));
+  // "{x}" stays literal (bash, braceexpand); groups inside it still expand.
+  EXPECT_EQ(expand_braces("pipe:cmd ${HOME}/{0..1}"),
+            (Names{"pipe:cmd ${HOME}/0", "pipe:cmd ${HOME}/1"}));
+  EXPECT_EQ(expand_braces("{{a,b}}"), (Names{"{a}", "{b}"}));
   EXPECT_EQ(expand_braces("pipe:cat /d/{a,b}.tar"),
             (Names{"pipe:cat /d/a.tar", "pipe:cat /d/b.tar"}));
 }
