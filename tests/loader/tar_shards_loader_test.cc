@@ -139,6 +139,26 @@ TEST_F(TarShardsLoader, CorruptMemberNamesShardAndMember) {
   }
 }
 
+TEST_F(TarShardsLoader, CorruptMemberIsSkippedAndCountedWithOnErrorSkip) {
+  std::string src = dir_ / "bad";
+  std::string script =
+      "mkdir -p '" + src + "' && cd '" + src + "' && for i in 0 1 2; do cp '" +
+      (dir_ / "images/class_1/00") + "'$i.jpg 00000$i.jpg && echo 1 > 00000$i.cls; done && "
+      "head -c 300 /dev/urandom > 000001.jpg && tar -cf ../bad.tar 00000*";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  Dataset bad = Dataset::tar_shards({dir_ / "bad.tar"});
+  ASSERT_EQ(bad.size(), 3);
+  LoaderOptions options;
+  options.batch_size = 3;
+  options.num_workers = 1;
+  options.on_error = "skip";
+  Loader loader(bad, augmenting_pipeline(), options);
+  int64_t samples = 0;
+  for (Batch& batch : loader) samples += batch.data.size(0);
+  EXPECT_EQ(samples, 3);
+  EXPECT_EQ(loader.stats().skipped_samples, 1);
+}
+
 TEST_F(TarShardsLoader, TruncatedShardFailsAtConstructionNamingTheMember) {
   std::string shard = dir_ / "shards/train-0002.tar";
   ASSERT_EQ(truncate(shard.c_str(), 3000), 0);
