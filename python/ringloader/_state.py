@@ -10,7 +10,8 @@ VERSION = 1
 
 
 def empty_state(loader, epoch):
-    return {"version": VERSION, "epoch": int(epoch), "batches_consumed": 0,
+    return {"version": VERSION, "epoch": int(epoch), "in_progress": False,
+            "batches_consumed": 0,
             "batches_in_epoch": len(loader), "order": None, "native": None,
             "config": _config(loader), **_generator_states(loader)}
 
@@ -21,7 +22,8 @@ def native_state(loader):
     native = loader._native.state_dict()
     order = native.pop("order")
     state = empty_state(loader, native["epoch"])
-    state.update(batches_consumed=native["batches_consumed"],
+    state.update(in_progress=loader._epoch_open,
+                 batches_consumed=native["batches_consumed"],
                  batches_in_epoch=native["batches_in_epoch"], native=native,
                  order=torch.tensor(order, dtype=torch.int64) if order else None)
     return state
@@ -29,7 +31,7 @@ def native_state(loader):
 
 def in_process_state(loader, iterator):
     state = empty_state(loader, iterator.epoch)
-    state.update(batches_consumed=iterator.consumed,
+    state.update(in_progress=True, batches_consumed=iterator.consumed,
                  batches_in_epoch=len(iterator.batches),
                  order=torch.tensor(iterator.order, dtype=torch.int64))
     return state

@@ -151,6 +151,7 @@ class DataLoader:
         self._epoch = 0
         self._resume = None      # a loaded state, for the next epoch started
         self._in_process = None  # the in-process iterator of the epoch in progress
+        self._epoch_open = False  # an epoch started and not yet run to its end
 
     def __len__(self):
         return len(self.batch_sampler)
@@ -173,6 +174,7 @@ class DataLoader:
         if resume is not None and resume["epoch"] != epoch:
             resume = None
         self._epoch = epoch + 1
+        self._epoch_open = True
         if self._native is None:  # a Python dataset with num_workers=0
             self._in_process = _InProcessIterator(self, epoch, resume)
             return self._in_process
@@ -212,10 +214,14 @@ class DataLoader:
         _state.restore_generators(self, state)
         epoch = int(state["epoch"])
         complete = state["batches_consumed"] >= state["batches_in_epoch"]
-        self._resume = {"epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
-                        "order": _state.order_list(state)}
+        # Between epochs there is nothing to skip: the next epoch draws its
+        # order from the restored generators as it would have.
+        self._resume = None if not state["in_progress"] else {
+            "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
+            "order": _state.order_list(state)}
         self._epoch = epoch + 1 if complete else epoch
         self._in_process = None
+        self._epoch_open = False
 
     def stats(self):
         """Where time went: images, wall, decode/transform/read seconds summed
@@ -243,6 +249,7 @@ class _Iterator:
     def __next__(self):
         batch = self._native.next()
         if batch is None:
+            self._loader._epoch_open = False
             raise StopIteration
         data = _dlpack.from_dlpack(batch[0])
         collate = self._loader.collate_fn
@@ -291,6 +298,7 @@ class _InProcessIterator:
         if self.consumed >= len(self.batches):
             if self._loader._in_process is self:
                 self._loader._in_process = None
+                self._loader._epoch_open = False
             raise StopIteration
         indices = self.batches[self.consumed]
         self.consumed += 1
