@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <mutex>
+
 #include "classifier/options.h"
 
 namespace classifier {
@@ -40,6 +43,9 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
   archive.write("history", to_tensor(table).view({-1, 5}));
   archive.write("step_losses", to_tensor(state.step_losses));
   archive.write("loader_state", c10::IValue(state.loader_state));
+  // Dropout draws from torch's CPU generator: with its state, a resumed run
+  // repeats the uninterrupted one exactly (on CPU).
+  archive.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
   archive.write("epoch_running", to_tensor({state.epoch_loss_sum,
                                             static_cast<double>(state.epoch_correct),
                                             static_cast<double>(state.epoch_seen)}));
@@ -89,7 +95,12 @@ CheckpointState load_checkpoint(const std::string& path,
     state.step_losses = from_tensor(step_losses);
     // Checkpoints from before mid-epoch resume have neither.
     if (archive.try_read("loader_state", value)) state.loader_state = value.toStringRef();
-    torch::Tensor running;
+    torch::Tensor running, rng;
+    if (archive.try_read("torch_rng", rng)) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng.cpu());
+    }
     if (archive.try_read("epoch_running", running) && running.numel() == 3) {
       std::vector<double> r = from_tensor(running);
       state.epoch_loss_sum = r[0];
