@@ -58,6 +58,14 @@ StbPixels load_truncated_png(const uint8_t* data, size_t size, int& width, int& 
                                          &width, &height, &channels, 0));
 }
 
+// The format the magic bytes announced, for "corrupt header" messages.
+std::string stb_format_name(const uint8_t* data, size_t size, bool png) {
+  if (png) return "PNG";
+  if (size >= 2 && data[0] == 'B' && data[1] == 'M') return "BMP";
+  if (size >= 3 && data[0] == 'G' && data[1] == 'I' && data[2] == 'F') return "GIF";
+  return "PNM";
+}
+
 }  // namespace
 
 void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
@@ -70,7 +78,8 @@ void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
   if (png && header.width > 0) check_pixel_limit(header.width, header.height, source, limits);
   int width = 0, height = 0, channels = 0;
   if (!stbi_info_from_memory(data, length, &width, &height, &channels)) {
-    fail(source, std::string("corrupt header (") + stbi_failure_reason() + ")");
+    fail(source, "corrupt header of a " + stb_format_name(data, size, png) +
+                     " file (" + stbi_failure_reason() + ")");
   }
   check_pixel_limit(width, height, source, limits);
   if (png && header.bit_depth == 16 && header.color_type == 0) {

@@ -52,8 +52,10 @@ class WorkerEndpoint {
   void publish(const Task& task);
   // FAILED: the trainer raises `message` (naming the sample) for this batch.
   void fail(const Task& task, int64_t sample, const std::string& message);
-  // Call while working on long samples so the trainer sees the worker alive.
-  void heartbeat();
+  // Call before each sample: the trainer treats a worker whose last call is
+  // older than LoaderOptions::hang_timeout_s as hung (kills and replaces it,
+  // and re-does its batch), and names `sample` if it dies or hangs there.
+  void heartbeat(int64_t sample = -1);
   // Seconds spent reading / transforming, for the trainer's stats().
   void add_times(double read_s, double transform_s);
 

@@ -64,6 +64,25 @@ struct LoaderOptions {
   // > 0: next() raises WorkerError after waiting this long for one batch
   // (torch's DataLoader timeout). 0 waits as long as workers are alive.
   double timeout_s = 0;
+  // --- Faults (see docs/faults.md) ---
+  // A worker that spends longer than this on one sample (a read blocked on
+  // a dead network mount, a decoder in an endless loop) is hung: it is
+  // killed and replaced, and its batch is re-done. A worker that dies (a
+  // signal, an OOM kill) is replaced the same way, at once. 0: never judge
+  // a worker hung.
+  double hang_timeout_s = 120;
+  // A batch re-done this many times that takes down yet another worker is
+  // given up: the iterator raises WorkerError naming the worker, the batch,
+  // the sample and its file.
+  int max_batch_retries = 2;
+  // What a sample that cannot be read or decoded does:
+  //   "raise": its batch raises DecodeError / IoError naming the file, the
+  //            sample index and the reason (the iterator can go on after it);
+  //   "skip":  it is replaced by another sample of the dataset, picked by a
+  //            pure function of (seed, epoch, sample), so batches stay full
+  //            and the epoch stays deterministic; each skip is logged to
+  //            stderr and counted in LoaderStats::skipped_samples.
+  std::string on_error = "raise";
   // Most samples an epoch may list through set_order() (a sampler drawing
   // with replacement can list more than the dataset holds). 0: dataset size.
   int64_t max_samples_per_epoch = 0;
@@ -124,6 +143,9 @@ struct LoaderStats {
   size_t ring_bytes = 0;
   bool ring_pinned = false;   // cudaHostRegister succeeded
   int64_t device_batches = 0; // batches copied to a GPU
+  int64_t skipped_samples = 0; // bad samples replaced (on_error = "skip")
+  int64_t worker_restarts = 0; // dead or hung workers replaced
+  int64_t redone_batches = 0;  // batches re-done after their worker was lost
   std::string to_string() const;
 };
 

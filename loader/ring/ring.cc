@@ -20,12 +20,18 @@ uint64_t round_up(uint64_t value, uint64_t multiple) {
 uint64_t RingGeometry::targets_offset() const {
   return round_up(uint64_t{batch_size} * sample_bytes, kCacheLine);
 }
+uint64_t RingGeometry::indices_offset() const {
+  return targets_offset() + uint64_t{batch_size} * sizeof(int64_t);
+}
 uint64_t RingGeometry::slot_data_bytes() const {
-  return round_up(targets_offset() + uint64_t{batch_size} * sizeof(int64_t),
+  return round_up(indices_offset() + uint64_t{batch_size} * sizeof(int64_t),
                   kPageSize);
 }
-uint64_t RingGeometry::slot_controls_offset() const {
+uint64_t RingGeometry::redo_offset() const {
   return sizeof(RingHeader) + sizeof(ClaimControl) + kPlanCount * sizeof(Plan);
+}
+uint64_t RingGeometry::slot_controls_offset() const {
+  return redo_offset() + sizeof(RedoQueue);
 }
 uint64_t RingGeometry::worker_controls_offset() const {
   return slot_controls_offset() + uint64_t{slot_count} * sizeof(SlotControl);
@@ -58,6 +64,10 @@ std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
   new (base) RingHeader{};
   new (base + sizeof(RingHeader)) ClaimControl{};
   for (uint32_t i = 0; i < kPlanCount; ++i) new (&ring->plan(i)) Plan{};
+  new (&ring->redo()) RedoQueue{};
+  for (auto& entry : ring->redo().batch) {
+    entry.store(kNoBatch, std::memory_order_relaxed);
+  }
   for (uint32_t i = 0; i < geometry.slot_count; ++i) {
     new (&ring->slot(i)) SlotControl{};
     ring->slot(i).filler.store(-1, std::memory_order_relaxed);
@@ -69,6 +79,7 @@ std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
   for (uint32_t i = 0; i < geometry.worker_capacity; ++i) {
     new (&ring->worker(i)) WorkerControl{};
     ring->worker(i).current_batch.store(kNoBatch, std::memory_order_relaxed);
+    ring->worker(i).current_sample.store(-1, std::memory_order_relaxed);
   }
   RingHeader& header = ring->header();
   header.magic = kMagic;
@@ -79,6 +90,7 @@ std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
   header.sample_bytes = geometry.sample_bytes;
   header.slot_data_bytes = geometry.slot_data_bytes();
   header.targets_offset = geometry.targets_offset();
+  header.indices_offset = geometry.indices_offset();
   header.order_capacity = geometry.order_capacity;
   header.total_bytes = geometry.total_bytes();
   header.trainer_pid = getpid();
@@ -123,6 +135,9 @@ Plan& Ring::plan(uint64_t tag) const {
                                         sizeof(ClaimControl));
   return plans[tag % kPlanCount];
 }
+RedoQueue& Ring::redo() const {
+  return *reinterpret_cast<RedoQueue*>(base() + geometry_.redo_offset());
+}
 SlotControl& Ring::slot(uint32_t index) const {
   return reinterpret_cast<SlotControl*>(
       base() + geometry_.slot_controls_offset())[index];
@@ -143,6 +158,10 @@ uint8_t* Ring::slot_data(uint32_t index) const {
 int64_t* Ring::slot_targets(uint32_t index) const {
   return reinterpret_cast<int64_t*>(slot_data(index) +
                                     geometry_.targets_offset());
+}
+int64_t* Ring::slot_sample_indices(uint32_t index) const {
+  return reinterpret_cast<int64_t*>(slot_data(index) +
+                                    geometry_.indices_offset());
 }
 uint8_t* Ring::data_area() const {
   return base() + geometry_.slot_data_offset();

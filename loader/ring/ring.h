@@ -20,7 +20,9 @@ struct RingGeometry {
   uint64_t order_capacity = 0;
 
   uint64_t targets_offset() const;   // within a slot's data
+  uint64_t indices_offset() const;   // within a slot's data
   uint64_t slot_data_bytes() const;  // page multiple
+  uint64_t redo_offset() const;
   uint64_t slot_controls_offset() const;
   uint64_t worker_controls_offset() const;
   uint64_t order_tables_offset() const;
@@ -42,6 +44,7 @@ class Ring {
   RingHeader& header() const;
   ClaimControl& claims() const;
   Plan& plan(uint64_t tag) const;  // tag modulo kPlanCount
+  RedoQueue& redo() const;
   SlotControl& slot(uint32_t index) const;
   // The slot batch `batch_id` lives in (batch_id % K).
   SlotControl& slot_for_batch(uint64_t batch_id) const {
@@ -51,6 +54,8 @@ class Ring {
   std::atomic<int64_t>* order_table(uint64_t which) const;
   uint8_t* slot_data(uint32_t index) const;
   int64_t* slot_targets(uint32_t index) const;
+  // The dataset indices of the samples in the slot, in order.
+  int64_t* slot_sample_indices(uint32_t index) const;
   // Whole slot data area (for pinning with cudaHostRegister).
   uint8_t* data_area() const;
   size_t data_area_bytes() const;

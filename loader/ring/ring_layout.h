@@ -1,8 +1,12 @@
 // Everything the trainer and its workers share, in one place. The ring is one
 // memfd region laid out as:
 //
-//   RingHeader | ClaimControl | Plan[kPlanCount] | SlotControl[K] |
+//   RingHeader | ClaimControl | Plan[kPlanCount] | RedoQueue | SlotControl[K] |
 //   WorkerControl[W] | order tables [2][capacity] | slot data [K] (page-aligned)
+//
+// A slot's data holds batch_size samples, then batch_size int64 targets, then
+// batch_size int64 dataset indices (the samples actually used: with
+// on_error = skip a bad sample's place is taken by a substitute).
 //
 // Nothing else is ever written to shared memory. Every struct is
 // standard-layout, cache-line aligned (no false sharing between a slot the
@@ -20,7 +24,7 @@ namespace ringloader::ring {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kMagic = 0x44414f4c474e4952ULL;  // "RINGLOAD"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 // Plans are double-double buffered: a worker that read plan t may still
 // look at it while the trainer publishes t+1, never t+4.
 inline constexpr uint32_t kPlanCount = 4;
@@ -40,12 +44,14 @@ struct alignas(kCacheLine) RingHeader {
   uint64_t total_bytes;
   int32_t trainer_pid;
   uint32_t reserved;
-  char padding[2 * kCacheLine - 72];
+  uint64_t indices_offset;    // int64 sample indices, from the slot's start
+  char padding[2 * kCacheLine - 80];
 };
 static_assert(std::is_standard_layout_v<RingHeader>);
 static_assert(sizeof(RingHeader) == 128 && alignof(RingHeader) == 64);
 static_assert(offsetof(RingHeader, sample_bytes) == 24);
 static_assert(offsetof(RingHeader, trainer_pid) == 64);
+static_assert(offsetof(RingHeader, indices_offset) == 72);
 
 // Batch claims. `claim` packs (plan tag : 16, batches claimed : 48) so that
 // one CAS both checks the plan and takes the next batch; the trainer closes a
@@ -81,6 +87,18 @@ struct alignas(kCacheLine) Plan {
 static_assert(std::is_standard_layout_v<Plan>);
 static_assert(sizeof(Plan) == 64);
 static_assert(offsetof(Plan, epoch) == 32);
+
+// Batches to be produced again because the worker that had claimed them
+// died or hung. The claim counter has moved past them, so without this queue
+// nobody would fill them. Only the trainer pushes (an empty entry CAS'd to an
+// id); any worker takes (CAS from the id back to empty), before it claims new
+// batches. An entry holds kNoBatch when empty.
+inline constexpr uint32_t kRedoEntries = 8;
+struct alignas(kCacheLine) RedoQueue {
+  std::atomic<uint64_t> batch[kRedoEntries];
+};
+static_assert(std::is_standard_layout_v<RedoQueue>);
+static_assert(sizeof(RedoQueue) == 64);
 
 // Slot phases, in the low bits of the slot's state word. The high bits hold
 // the generation (batch id / K, modulo 2^29) the phase refers to, so a stale
@@ -118,22 +136,35 @@ static_assert(offsetof(SlotControl, sample_count) == 16);
 static_assert(offsetof(SlotControl, error_text) == 64);
 
 // One per worker process: identity, liveness and where its time went.
+// `current_batch` is written *before* the claim or redo CAS that takes the
+// batch (an intent), so a worker that dies right after its CAS still names
+// the batch it owned; the trainer cross-checks intents against the slot
+// states before it re-queues anything (loader/trainer/worker_recovery.cc).
+// A replacement worker reuses the entry: the counters keep adding up.
 struct alignas(kCacheLine) WorkerControl {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> ready;          // 1 once the worker has started
-  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC, updated often
-  std::atomic<uint64_t> current_batch;  // id being filled, or kNoBatch
+  // CLOCK_MONOTONIC, stored whenever the worker waits and before each
+  // sample: a worker whose heartbeat is older than the hang timeout is
+  // stuck inside one sample (a dead network mount, a looping decoder).
+  std::atomic<uint64_t> heartbeat_ns;
+  std::atomic<uint64_t> current_batch;  // id claimed or being claimed, or kNoBatch
   std::atomic<uint64_t> batches;
   std::atomic<uint64_t> samples;
   std::atomic<uint64_t> read_ns;
   std::atomic<uint64_t> decode_ns;
   std::atomic<uint64_t> transform_ns;
   std::atomic<uint64_t> slot_wait_ns;
-  char padding[2 * kCacheLine - 72];
+  // Dataset index of the sample last started (-1: none): names the culprit
+  // when the worker dies or hangs inside a decoder.
+  std::atomic<int64_t> current_sample;
+  std::atomic<uint64_t> skipped;        // bad samples replaced (on_error=skip)
+  char padding[2 * kCacheLine - 88];
 };
 static_assert(std::is_standard_layout_v<WorkerControl>);
 static_assert(sizeof(WorkerControl) == 128);
 static_assert(offsetof(WorkerControl, read_ns) == 40);
+static_assert(offsetof(WorkerControl, current_sample) == 72);
 
 inline constexpr uint64_t kNoBatch = ~uint64_t{0};
 

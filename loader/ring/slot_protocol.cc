@@ -6,7 +6,8 @@
 
 namespace ringloader::ring {
 
-bool SlotProtocol::try_claim(Claim& claim) const {
+bool SlotProtocol::try_claim(Claim& claim,
+                             std::atomic<uint64_t>* intent) const {
   ClaimControl& claims = ring_.claims();
   uint64_t word = claims.claim.load(std::memory_order_acquire);
   for (;;) {
@@ -26,6 +27,9 @@ bool SlotProtocol::try_claim(Claim& claim) const {
       continue;
     }
     if (claimed >= count) return false;
+    // Relaxed is enough: the CAS below releases it to whoever acquires the
+    // claim word (the trainer, when it looks for a dead worker's batch).
+    if (intent) intent->store(first + claimed, std::memory_order_relaxed);
     if (claims.claim.compare_exchange_weak(word, word + 1,
                                            std::memory_order_acq_rel,
                                            std::memory_order_acquire)) {
@@ -35,6 +39,70 @@ bool SlotProtocol::try_claim(Claim& claim) const {
       return true;
     }
   }
+}
+
+bool SlotProtocol::claim_of_plan(uint64_t batch_id, Claim& claim) const {
+  uint64_t word = ring_.claims().claim.load(std::memory_order_acquire);
+  const Plan& plan = ring_.plan(word >> kClaimTagShift);
+  uint64_t first = plan.first_batch.load(std::memory_order_relaxed);
+  uint64_t count = plan.batch_count.load(std::memory_order_relaxed);
+  if (batch_id < first || batch_id >= first + count) return false;
+  claim.batch_id = batch_id;
+  claim.local_index = batch_id - first;
+  claim.epoch = plan.epoch.load(std::memory_order_relaxed);
+  claim.sample_count = plan.sample_count.load(std::memory_order_relaxed);
+  claim.order_table = plan.order_table.load(std::memory_order_relaxed);
+  // A plan published meanwhile cancelled this id; the caller drops it.
+  return (ring_.claims().claim.load(std::memory_order_acquire) >> kClaimTagShift) ==
+         (word >> kClaimTagShift);
+}
+
+bool SlotProtocol::try_take_redo(Claim& claim,
+                                 std::atomic<uint64_t>& intent) const {
+  for (std::atomic<uint64_t>& entry : ring_.redo().batch) {
+    uint64_t batch_id = entry.load(std::memory_order_acquire);
+    if (batch_id == kNoBatch) continue;
+    intent.store(batch_id, std::memory_order_relaxed);
+    if (!entry.compare_exchange_strong(batch_id, kNoBatch,
+                                       std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+      continue;
+    }
+    if (!cancelled(batch_id) && claim_of_plan(batch_id, claim)) return true;
+  }
+  intent.store(kNoBatch, std::memory_order_relaxed);
+  return false;
+}
+
+bool SlotProtocol::push_redo(uint64_t batch_id) const {
+  for (std::atomic<uint64_t>& entry : ring_.redo().batch) {
+    uint64_t empty = kNoBatch;
+    // Release: the slot reset (FILLING -> FREE) the trainer did first is
+    // visible to the worker that takes the entry.
+    if (entry.compare_exchange_strong(empty, batch_id,
+                                      std::memory_order_acq_rel,
+                                      std::memory_order_relaxed)) {
+      ClaimControl& claims = ring_.claims();
+      claims.plan_signal.fetch_add(1, std::memory_order_release);
+      futex_wake_all(claims.plan_signal);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool SlotProtocol::redo_queued(uint64_t batch_id) const {
+  for (const std::atomic<uint64_t>& entry : ring_.redo().batch) {
+    if (entry.load(std::memory_order_acquire) == batch_id) return true;
+  }
+  return false;
+}
+
+uint64_t SlotProtocol::claimed_end() const {
+  uint64_t word = ring_.claims().claim.load(std::memory_order_acquire);
+  const Plan& plan = ring_.plan(word >> kClaimTagShift);
+  return plan.first_batch.load(std::memory_order_relaxed) +
+         (word & kClaimCountMask);
 }
 
 uint64_t SlotProtocol::skip_leased_slots(uint64_t first) const {

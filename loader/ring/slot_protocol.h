@@ -16,6 +16,7 @@
 // parked on a dead id.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "loader/ring/futex.h"
@@ -51,8 +52,19 @@ class SlotProtocol {
 
   // --- claims ---
   // Takes the next batch of the current plan. False when the plan is used
-  // up (wait on plan_signal, then try again).
-  bool try_claim(Claim& claim) const;
+  // up (wait on plan_signal, then try again). `intent`, when given, receives
+  // the candidate id before the CAS that takes it (see WorkerControl).
+  bool try_claim(Claim& claim,
+                 std::atomic<uint64_t>* intent = nullptr) const;
+  // Takes a batch from the redo queue, if any live one is there, as a claim
+  // of the current plan. Cancelled entries are dropped on the way.
+  bool try_take_redo(Claim& claim, std::atomic<uint64_t>& intent) const;
+  // Trainer: queues `batch_id` to be produced again. False if the queue is
+  // full (the caller keeps it and tries again later).
+  bool push_redo(uint64_t batch_id) const;
+  bool redo_queued(uint64_t batch_id) const;
+  // Trainer: batches of the current plan claimed so far end before this id.
+  uint64_t claimed_end() const;
   // Trainer: closes the current plan and publishes the next epoch's, which
   // starts after the last claimed id (skipping ahead past slots the caller
   // still leases). Ids claimed but not consumed are cancelled. Returns the
@@ -80,9 +92,11 @@ class SlotProtocol {
   uint64_t next_live_id(uint64_t batch_id) const;
   // Moves a slot parked on a cancelled id (FREE/READY/FAILED) on.
   void advance_if_cancelled(uint32_t slot) const;
+  // The batch id a slot's state word refers to.
+  uint64_t id_of_state(uint32_t state, uint32_t slot) const;
 
  private:
-  uint64_t id_of_state(uint32_t state, uint32_t slot) const;
+  bool claim_of_plan(uint64_t batch_id, Claim& claim) const;
   uint64_t skip_leased_slots(uint64_t first) const;
   bool try_acquire(uint64_t batch_id) const;
   const Ring& ring_;

@@ -67,7 +67,14 @@ std::string LoaderStats::to_string() const {
       transform_s, slot_wait_s, (decode_s + transform_s) * per_sample,
       trainer_wait_s, wall_s > 0 ? 100.0 * trainer_wait_s / wall_s : 0.0,
       ring_slots, ring_bytes / 1048576.0);
-  return text;
+  std::string out = text;
+  if (skipped_samples || worker_restarts || redone_batches) {
+    out += "\n  faults: " + std::to_string(skipped_samples) +
+           " bad samples skipped, " + std::to_string(worker_restarts) +
+           " workers replaced, " + std::to_string(redone_batches) +
+           " batches re-done";
+  }
+  return out;
 }
 
 }  // namespace ringloader

@@ -53,6 +53,16 @@ LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   if (options.max_samples_per_epoch < 0) {
     throw OptionError("ringloader: max_samples_per_epoch must be >= 0");
   }
+  if (options.hang_timeout_s < 0) {
+    throw OptionError("ringloader: hang_timeout_s must be >= 0 (0 disables)");
+  }
+  if (options.max_batch_retries < 0) {
+    throw OptionError("ringloader: max_batch_retries must be >= 0");
+  }
+  if (options.on_error != "raise" && options.on_error != "skip") {
+    throw OptionError("ringloader: on_error must be \"raise\" or \"skip\", got \"" +
+                      options.on_error + "\"");
+  }
   if (!(options.poll_interval_s > 0)) {
     throw OptionError("ringloader: poll_interval_s must be positive");
   }
@@ -75,6 +85,7 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
+  config_.skip_bad_samples = options_.on_error == "skip";
   std::string executable;
   if (options_.num_workers > 0) {
     executable = trainer::WorkerPool::find_executable(options_.worker_executable);
@@ -103,6 +114,10 @@ Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
   if (options_.device != "cpu") {
     throw OptionError("ringloader: external workers' raw batches stay on the host");
   }
+  if (options_.on_error != "raise") {
+    throw OptionError("ringloader: on_error=\"skip\" needs a native dataset "
+                      "(a Python dataset's own __getitem__ decides what to skip)");
+  }
   create_ring();
   spawn(std::move(workers.command), workers.config);
 }
@@ -126,11 +141,28 @@ void Loader::Impl::spawn(std::vector<std::string> command,
   pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config_fd_,
                                                 options_.num_workers,
                                                 std::move(command));
+  trainer::RecoveryOptions recovery;
+  recovery.hang_timeout_s = options_.hang_timeout_s;
+  recovery.max_batch_retries = options_.max_batch_retries;
+  recovery_ = std::make_unique<trainer::WorkerRecovery>(
+      *ring_, *protocol_, *pool_, recovery,
+      [this](int64_t index) { return describe_sample(index); });
+}
+
+std::string Loader::Impl::describe_sample(int64_t index) const {
+  if (external_) return "sample " + std::to_string(index);
+  const Dataset& dataset = config_.dataset;
+  if (!dataset.files().empty() && index >= 0 &&
+      index < static_cast<int64_t>(dataset.files().size())) {
+    return ringloader::describe_sample(index, dataset.files()[index].path);
+  }
+  return ringloader::describe_sample(index, dataset.idx_images_path());
 }
 
 Loader::Impl::~Impl() {
   staged_.clear();
   device_.reset();  // waits for copies that still read host slots
+  recovery_.reset();
   pool_.reset();    // then workers: nobody writes the ring after this
   pin_.reset();
   if (config_fd_ >= 0) close(config_fd_);
@@ -211,14 +243,9 @@ void Loader::Impl::start_epoch() {
       static_cast<uint64_t>(epoch_),
       static_cast<uint64_t>(batch_count_ - epoch_offset_),
       order_.size() - first_sample, table);
+  if (recovery_) recovery_->forget_before(first_batch_);
   cursor_ = epoch_offset_;
   epoch_open_ = true;
-}
-
-std::vector<int64_t> Loader::Impl::batch_samples(int64_t local_index) const {
-  const size_t begin = static_cast<size_t>(local_index * options_.batch_size);
-  const size_t end = std::min(order_.size(), begin + options_.batch_size);
-  return std::vector<int64_t>(order_.begin() + begin, order_.begin() + end);
 }
 
 std::optional<Batch> Loader::Impl::next() {
@@ -273,7 +300,12 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
                           : trainer::lease_batch(ring_, batch_id, shape_);
   batch.epoch = epoch_;
   batch.index = cursor_;
-  batch.sample_indices = batch_samples(cursor_);
+  // From the slot, not the order: with on_error = skip a substitute may
+  // stand in for a bad sample.
+  const uint32_t slot_index = ring::slot_of(batch_id, ring_->geometry().slot_count);
+  const int64_t* indices = ring_->slot_sample_indices(slot_index);
+  batch.sample_indices.assign(indices,
+                              indices + ring_->slot(slot_index).sample_count);
   ++cursor_;
   ++batches_;
   samples_ += static_cast<int64_t>(batch.sample_indices.size());
@@ -307,7 +339,10 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;
     check_not_leased(batch_id, state);
-    if (pool_) pool_->check_alive();
+    if (recovery_) {
+      recovery_->check();
+      if (recovery_->fail_if_given_up(batch_id)) continue;
+    }
     check_timeout(start);
     ring::futex_wait(slot.state, state, poll_ns);
   }
@@ -382,6 +417,12 @@ LoaderStats Loader::Impl::stats() const {
   stats.ring_bytes = ring_->bytes();
   stats.ring_pinned = pin_.pinned();
   stats.device_batches = device_ ? device_->batches() : 0;
+  for (uint32_t i = 0; i < ring_->geometry().worker_capacity; ++i) {
+    stats.skipped_samples += static_cast<int64_t>(
+        ring_->worker(i).skipped.load(std::memory_order_relaxed));
+  }
+  stats.worker_restarts = recovery_ ? recovery_->restarts() : 0;
+  stats.redone_batches = recovery_ ? recovery_->redone_batches() : 0;
   return stats;
 }
 

@@ -13,6 +13,7 @@
 #include "loader/sampler/sampler.h"
 #include "loader/trainer/device_stage.h"
 #include "loader/trainer/worker_pool.h"
+#include "loader/trainer/worker_recovery.h"
 #include "loader/worker/batch_filler.h"
 #include "ringloader/loader.h"
 
@@ -52,7 +53,7 @@ class Loader::Impl {
   void check_timeout(uint64_t wait_start_ns) const;
   [[noreturn]] void raise_failure(uint64_t batch_id);
   void check_not_leased(uint64_t batch_id, uint32_t state);
-  std::vector<int64_t> batch_samples(int64_t local_index) const;
+  std::string describe_sample(int64_t index) const;
   // loader_state.cc: the restored position's batches to skip in the epoch
   // just started (0 without one), and what a state must match.
   int64_t take_resume_offset();
@@ -66,6 +67,7 @@ class Loader::Impl {
   std::shared_ptr<ring::Ring> ring_;
   std::unique_ptr<ring::SlotProtocol> protocol_;
   std::unique_ptr<trainer::WorkerPool> pool_;
+  std::unique_ptr<trainer::WorkerRecovery> recovery_;
   std::unique_ptr<worker::BatchFiller> in_process_;
   int config_fd_ = -1;
   int64_t dataset_size_ = 0;

@@ -71,25 +71,27 @@ WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
                        std::vector<std::string> command)
     : ring_(ring), command_(std::move(command)) {
   if (command_.empty()) throw OptionError("ringloader: empty worker command");
-  int ring_fd = high_copy(ring.fd());
-  int config_copy = high_copy(config_fd);
+  ring_fd_ = high_copy(ring.fd());
+  config_fd_ = high_copy(config_fd);
   try {
-    for (int index = 0; index < count; ++index) {
-      pids_.push_back(spawn(index, ring_fd, config_copy));
-    }
+    for (int index = 0; index < count; ++index) pids_.push_back(spawn(index));
   } catch (...) {
-    close(ring_fd);
-    close(config_copy);
     shutdown();
+    close(ring_fd_);
+    close(config_fd_);
     throw;
   }
-  close(ring_fd);
-  close(config_copy);
 }
 
-WorkerPool::~WorkerPool() { shutdown(); }
+WorkerPool::~WorkerPool() {
+  shutdown();
+  close(ring_fd_);
+  close(config_fd_);
+}
 
-int WorkerPool::spawn(int index, int ring_fd, int config_fd) {
+int WorkerPool::spawn(int index) {
+  const int ring_fd = ring_fd_;
+  const int config_fd = config_fd_;
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attributes;
   posix_spawn_file_actions_init(&actions);
@@ -142,32 +144,53 @@ std::vector<int> WorkerPool::pids() const {
   return alive;
 }
 
-std::string WorkerPool::describe_exit(int index, int status) const {
-  std::string how =
-      WIFSIGNALED(status)
-          ? "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                strsignal(WTERMSIG(status)) + ")"
-          : "exited with status " + std::to_string(WEXITSTATUS(status)) +
-                (WEXITSTATUS(status) == 3 ? " (its error is on stderr)" : "");
-  uint64_t batch = ring_.worker(static_cast<uint32_t>(index))
-                       .current_batch.load(std::memory_order_relaxed);
-  std::string doing = batch == ring::kNoBatch
-                          ? "while idle"
-                          : "while filling batch id " + std::to_string(batch);
-  return "ringloader: worker " + std::to_string(index) + " (pid " +
-         std::to_string(pids_[index]) + ") " + how + " " + doing;
+namespace {
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status)) +
+         (WEXITSTATUS(status) == 3 ? " (its error is on stderr)" : "");
 }
 
-void WorkerPool::check_alive() {
+}  // namespace
+
+std::vector<WorkerExit> WorkerPool::reap() {
+  std::vector<WorkerExit> exits;
   for (size_t index = 0; index < pids_.size(); ++index) {
     if (pids_[index] <= 0) continue;
     int status = 0;
-    if (waitpid(pids_[index], &status, WNOHANG) == pids_[index]) {
-      std::string message = describe_exit(static_cast<int>(index), status);
-      pids_[index] = -1;
-      throw WorkerError(message);
-    }
+    if (waitpid(pids_[index], &status, WNOHANG) != pids_[index]) continue;
+    WorkerExit exit;
+    exit.index = static_cast<int>(index);
+    exit.pid = pids_[index];
+    exit.status = status;
+    exit.started = ring_.worker(static_cast<uint32_t>(index))
+                       .ready.load(std::memory_order_acquire) != 0;
+    exit.how = describe_status(status);
+    exits.push_back(exit);
+    pids_[index] = -1;
   }
+  return exits;
+}
+
+void WorkerPool::kill_worker(int index) {
+  if (pids_[index] > 0) kill(pids_[index], SIGKILL);
+}
+
+void WorkerPool::respawn(int index) {
+  ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(index));
+  control.ready.store(0, std::memory_order_relaxed);
+  control.pid.store(0, std::memory_order_relaxed);
+  control.current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+  control.current_sample.store(-1, std::memory_order_relaxed);
+  control.heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
+  // Release: the reset is visible to the new process (posix_spawn is a
+  // barrier anyway; the order documents the intent).
+  std::atomic_thread_fence(std::memory_order_release);
+  pids_[index] = spawn(index);
 }
 
 void WorkerPool::shutdown() {

@@ -1,6 +1,8 @@
 // The trainer's side of the worker processes: spawning them with
 // posix_spawn (no fork: the trainer may hold CUDA contexts and threads),
-// noticing when one dies, and shutting them down.
+// noticing when one dies, killing a hung one, spawning its replacement, and
+// shutting them down. What to do about a dead worker's batch is
+// worker_recovery's business, not this file's.
 #pragma once
 
 #include <string>
@@ -9,6 +11,16 @@
 #include "loader/ring/ring.h"
 
 namespace ringloader::trainer {
+
+// A worker process that has ended, reaped.
+struct WorkerExit {
+  int index = 0;
+  int pid = 0;
+  int status = 0;   // as from waitpid
+  bool started = false;  // it had attached to the ring (ready)
+  // "was killed by signal 9 (Killed)", "exited with status 3 (...)"
+  std::string how;
+};
 
 class WorkerPool {
  public:
@@ -23,9 +35,15 @@ class WorkerPool {
 
   int size() const { return static_cast<int>(pids_.size()); }
   std::vector<int> pids() const;
-  // Throws WorkerError naming the worker, its pid, how it ended and the
-  // batch it was filling, if any worker has exited.
-  void check_alive();
+  int pid(int index) const { return pids_[index]; }
+  // Reaps every worker that has exited since the last call (never blocks).
+  // Their slots in the pool stay empty until respawn().
+  std::vector<WorkerExit> reap();
+  // SIGKILL (a hung worker); reap() reports it once the kernel has it gone.
+  void kill_worker(int index);
+  // Starts a replacement for worker `index` (reaped) with the same command,
+  // ring and configuration; its WorkerControl is reset, counters kept.
+  void respawn(int index);
   // Asks workers to stop, waits briefly, then kills what is left.
   void shutdown();
 
@@ -34,11 +52,13 @@ class WorkerPool {
   static std::string find_executable(const std::string& configured);
 
  private:
-  int spawn(int index, int ring_fd, int config_fd);
-  std::string describe_exit(int index, int status) const;
+  int spawn(int index);
   const ring::Ring& ring_;
   std::vector<std::string> command_;
   std::vector<int> pids_;  // -1 once reaped
+  // CLOEXEC copies kept for respawns (see high_copy in the .cc).
+  int ring_fd_ = -1;
+  int config_fd_ = -1;
 };
 
 }  // namespace ringloader::trainer

@@ -4,6 +4,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -22,7 +24,7 @@ struct BatchFiller::Failure {
   std::string message;
 };
 
-struct ThreadScratch {
+struct BatchFiller::ThreadScratch {
   transforms::Image image;
   transforms::Image scratch;
   std::vector<uint8_t> file_bytes;
@@ -35,12 +37,35 @@ struct BatchFiller::Scratch {
   std::unique_ptr<tbb::task_arena> arena;
 };
 
+namespace {
+
+// Keeps substitute draws apart from every other stream keyed by the sample.
+constexpr uint32_t kSubstituteStream = 0x5b57;
+
+ring::ErrorKind kind_of(const std::exception& error) {
+  if (dynamic_cast<const DecodeError*>(&error)) return ring::ErrorKind::kDecode;
+  if (dynamic_cast<const IoError*>(&error)) return ring::ErrorKind::kIo;
+  return ring::ErrorKind::kOther;
+}
+
+}  // namespace
+
+int64_t substitute_sample(uint64_t seed, uint64_t epoch, int64_t sample,
+                          int attempt, int64_t dataset_size) {
+  SampleRng rng(seed, epoch, static_cast<uint64_t>(sample), kSubstituteStream);
+  int64_t pick = sample;
+  for (int i = 0; i < attempt; ++i) pick = rng.integer(0, dataset_size - 1);
+  return pick;
+}
+
 BatchFiller::BatchFiller(const WorkerConfig& config, const ring::Ring& ring,
                          int worker_index)
     : ring_(ring),
       protocol_(ring),
       worker_index_(worker_index),
+      control_(ring.worker(static_cast<uint32_t>(worker_index))),
       seed_(config.seed),
+      skip_bad_samples_(config.skip_bad_samples),
       threads_(std::max(1, config.intra_op_threads)),
       source_(config.dataset,
               transforms::DecodeLimits{config.max_image_pixels}),
@@ -73,23 +98,79 @@ void BatchFiller::fill(const ring::Claim& claim) {
   slot.error_sample = -1;
   slot.error_text[0] = '\0';
   try {
-    fill_samples(claim, begin, end, ring_.slot_data(index),
-                 ring_.slot_targets(index));
+    fill_samples(claim, begin, end, index);
   } catch (const Failure& failure) {
     record_failure(slot, failure);
+    control_.current_sample.store(-1, std::memory_order_relaxed);
     protocol_.publish(claim.batch_id, ring::kFailed);
     return;
   }
-  ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(worker_index_));
-  control.batches.fetch_add(1, std::memory_order_relaxed);
-  control.samples.fetch_add(end - begin, std::memory_order_relaxed);
+  control_.current_sample.store(-1, std::memory_order_relaxed);
+  control_.batches.fetch_add(1, std::memory_order_relaxed);
+  control_.samples.fetch_add(end - begin, std::memory_order_relaxed);
   protocol_.publish(claim.batch_id, ring::kReady);  // release + wake
 }
 
+void BatchFiller::run_one(const ring::Claim& claim, int64_t sample,
+                          ThreadScratch& scratch, uint8_t* destination,
+                          int64_t& target) {
+  // The heartbeat before each sample is what the trainer's hang detection
+  // measures: one sample that takes longer than the timeout is a hang.
+  control_.heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
+  control_.current_sample.store(sample, std::memory_order_relaxed);
+  SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
+  target = source_.load(sample, scratch.image, scratch.file_bytes, scratch.timing);
+  uint64_t start = ring::monotonic_ns();
+  pipeline_.run(scratch.image, scratch.scratch, rng, destination);
+  scratch.transform_ns += ring::monotonic_ns() - start;
+}
+
+int64_t BatchFiller::load_one(const ring::Claim& claim, int64_t sample,
+                              ThreadScratch& scratch, uint8_t* destination,
+                              int64_t& target) {
+  if (!skip_bad_samples_) {
+    run_one(claim, sample, scratch, destination, target);
+    return sample;
+  }
+  std::string first_error;
+  for (int attempt = 0; attempt <= kMaxSubstitutes; ++attempt) {
+    int64_t candidate =
+        substitute_sample(seed_, claim.epoch, sample, attempt, source_.size());
+    try {
+      run_one(claim, candidate, scratch, destination, target);
+      if (attempt > 0) report_skip(sample, candidate, first_error);
+      return candidate;
+    } catch (const std::exception& error) {
+      if (attempt == 0) first_error = error.what();
+    }
+  }
+  throw IoError(first_error + "; and the " + std::to_string(kMaxSubstitutes) +
+                " substitutes on_error=skip tried failed too");
+}
+
+void BatchFiller::report_skip(int64_t sample, int64_t substitute,
+                              const std::string& why) {
+  control_.skipped.fetch_add(1, std::memory_order_relaxed);
+  // The log half of a "counted, reported skip"; the count is in stats().
+  const std::string prefix = "ringloader: ";
+  std::string what = why.rfind(prefix, 0) == 0 ? why.substr(prefix.size()) : why;
+  if (what.find("sample " + std::to_string(sample)) == std::string::npos) {
+    what = source_.describe(sample) + ": " + what;
+  }
+  std::string line = "ringloader: skipped " + what + " (on_error=skip: " +
+                     source_.describe(substitute) + " takes its place)\n";
+  // One write(2): lines from several workers never interleave mid-line.
+  ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
 void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
-                               uint64_t end, uint8_t* data, int64_t* targets) {
+                               uint64_t end, uint32_t slot_index) {
   const std::atomic<int64_t>* order = ring_.order_table(claim.order_table);
   const uint64_t sample_bytes = ring_.geometry().sample_bytes;
+  uint8_t* data = ring_.slot_data(slot_index);
+  int64_t* targets = ring_.slot_targets(slot_index);
+  int64_t* indices = ring_.slot_sample_indices(slot_index);
   std::mutex failure_mutex;
   Failure failure;
   auto fill_one = [&](uint64_t position) {
@@ -98,22 +179,13 @@ void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
     // the claim acquired.
     int64_t sample = order[begin + position].load(std::memory_order_relaxed);
     try {
-      SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
-      targets[position] = source_.load(sample, scratch.image,
-                                       scratch.file_bytes, scratch.timing);
-      uint64_t start = ring::monotonic_ns();
-      pipeline_.run(scratch.image, scratch.scratch, rng,
-                    data + position * sample_bytes);
-      scratch.transform_ns += ring::monotonic_ns() - start;
+      indices[position] = load_one(claim, sample, scratch,
+                                   data + position * sample_bytes,
+                                   targets[position]);
     } catch (const std::exception& error) {
-      ring::ErrorKind kind = dynamic_cast<const DecodeError*>(&error)
-                                 ? ring::ErrorKind::kDecode
-                             : dynamic_cast<const IoError*>(&error)
-                                 ? ring::ErrorKind::kIo
-                                 : ring::ErrorKind::kOther;
       std::lock_guard<std::mutex> lock(failure_mutex);
       if (position < failure.position) {
-        failure = {position, sample, kind, error.what()};
+        failure = {position, sample, kind_of(error), error.what()};
       }
     }
   };
@@ -125,11 +197,10 @@ void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
   } else {
     for (uint64_t position = 0; position < count; ++position) fill_one(position);
   }
-  ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(worker_index_));
   for (ThreadScratch& scratch : scratch_->per_thread) {
-    control.read_ns.fetch_add(scratch.timing.read_ns, std::memory_order_relaxed);
-    control.decode_ns.fetch_add(scratch.timing.decode_ns, std::memory_order_relaxed);
-    control.transform_ns.fetch_add(scratch.transform_ns, std::memory_order_relaxed);
+    control_.read_ns.fetch_add(scratch.timing.read_ns, std::memory_order_relaxed);
+    control_.decode_ns.fetch_add(scratch.timing.decode_ns, std::memory_order_relaxed);
+    control_.transform_ns.fetch_add(scratch.transform_ns, std::memory_order_relaxed);
     scratch.timing = {};
     scratch.transform_ns = 0;
   }

@@ -16,6 +16,15 @@
 
 namespace ringloader::worker {
 
+// With on_error = skip, the dataset index that stands in for `sample` after
+// `attempt` (1, 2, ...) failed loads: a pure function of (seed, epoch,
+// sample, attempt), so the epoch stays deterministic whatever the worker
+// count, and the batch stays full-sized.
+int64_t substitute_sample(uint64_t seed, uint64_t epoch, int64_t sample,
+                          int attempt, int64_t dataset_size);
+// Substitutes tried for one bad sample before its batch fails after all.
+inline constexpr int kMaxSubstitutes = 16;
+
 class BatchFiller {
  public:
   // `worker_index` names the filler in errors and picks its WorkerControl
@@ -31,14 +40,25 @@ class BatchFiller {
  private:
   struct Failure;
   struct Scratch;
+  struct ThreadScratch;
   void fill_samples(const ring::Claim& claim, uint64_t begin, uint64_t end,
-                    uint8_t* data, int64_t* targets);
+                    uint32_t slot_index);
+  // Loads `sample` (or, with skip_bad_samples, its substitutes) into the
+  // sample's place; returns the index actually used. Throws on failure.
+  int64_t load_one(const ring::Claim& claim, int64_t sample,
+                   ThreadScratch& scratch, uint8_t* destination,
+                   int64_t& target);
+  void run_one(const ring::Claim& claim, int64_t sample,
+               ThreadScratch& scratch, uint8_t* destination, int64_t& target);
+  void report_skip(int64_t sample, int64_t substitute, const std::string& why);
   void record_failure(ring::SlotControl& slot, const Failure& failure);
 
   const ring::Ring& ring_;
   ring::SlotProtocol protocol_;
   int worker_index_;
+  ring::WorkerControl& control_;
   uint64_t seed_;
+  bool skip_bad_samples_;
   int threads_;
   data::SampleSource source_;
   transforms::CompiledPipeline pipeline_;

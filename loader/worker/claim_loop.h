@@ -1,6 +1,7 @@
 // The claim half of a worker's life, shared by ringloader's own worker loop
-// and WorkerEndpoint (external workers): wait for a plan, claim the next
-// batch, skip it if cancelled, wait for its slot, and account the wait.
+// and WorkerEndpoint (external workers): wait for a plan, take a batch a dead
+// worker left behind (redo queue) or claim the next one, skip it if
+// cancelled, wait for its slot, and account the wait.
 #pragma once
 
 #include <optional>
@@ -26,18 +27,24 @@ std::optional<ring::Claim> claim_next_batch(const ring::Ring& ring,
     // the failed claim and the wait still wakes us.
     uint32_t signal = claims.plan_signal.load(std::memory_order_acquire);
     ring::Claim claim;
-    if (!protocol.try_claim(claim)) {
+    // Re-done batches first: they are older than anything left to claim,
+    // and the trainer waits for them in order.
+    if (!protocol.try_take_redo(claim, control.current_batch) &&
+        !protocol.try_claim(claim, &control.current_batch)) {
+      control.current_batch.store(ring::kNoBatch, std::memory_order_release);
       ring::futex_wait(claims.plan_signal, signal, kRecheckNs);
       continue;
     }
-    if (protocol.cancelled(claim.batch_id)) continue;
-    control.current_batch.store(claim.batch_id, std::memory_order_relaxed);
+    if (protocol.cancelled(claim.batch_id)) {
+      control.current_batch.store(ring::kNoBatch, std::memory_order_release);
+      continue;
+    }
     uint64_t wait_start = ring::monotonic_ns();
     bool acquired = protocol.acquire_for_fill(claim.batch_id, keep_going);
     control.slot_wait_ns.fetch_add(ring::monotonic_ns() - wait_start,
                                    std::memory_order_relaxed);
     if (acquired) return claim;
-    control.current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+    control.current_batch.store(ring::kNoBatch, std::memory_order_release);
   }
   return std::nullopt;
 }

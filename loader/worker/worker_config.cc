@@ -11,6 +11,7 @@ std::string WorkerConfig::to_json_text() const {
   out["seed"] = seed;
   out["intra_op_threads"] = intra_op_threads;
   out["max_image_pixels"] = max_image_pixels;
+  out["on_error"] = skip_bad_samples ? "skip" : "raise";
   return out.dump();
 }
 
@@ -23,6 +24,7 @@ WorkerConfig WorkerConfig::from_json_text(const std::string& text) {
     config.seed = in.at("seed").get<uint64_t>();
     config.intra_op_threads = in.at("intra_op_threads").get<int>();
     config.max_image_pixels = in.at("max_image_pixels").get<int64_t>();
+    config.skip_bad_samples = in.value("on_error", "raise") == "skip";
   } catch (const nlohmann::json::exception& error) {
     throw Error(std::string("ringloader: malformed worker configuration: ") +
                 error.what());

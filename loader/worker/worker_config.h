@@ -17,6 +17,9 @@ struct WorkerConfig {
   uint64_t seed = 0;
   int intra_op_threads = 1;
   int64_t max_image_pixels = 0;
+  // on_error = skip: a sample that fails to load is replaced (see
+  // substitute_sample in batch_filler.h) instead of failing its batch.
+  bool skip_bad_samples = false;
 
   std::string to_json_text() const;
   static WorkerConfig from_json_text(const std::string& text);

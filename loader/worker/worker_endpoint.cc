@@ -77,12 +77,16 @@ uint64_t WorkerEndpoint::slot_bytes() const {
 
 void WorkerEndpoint::publish(const Task& task) {
   ring::SlotControl& slot = state_->ring->slot_for_batch(task.batch_id);
+  std::copy(task.samples.begin(), task.samples.end(),
+            state_->ring->slot_sample_indices(
+                ring::slot_of(task.batch_id, state_->ring->geometry().slot_count)));
+  state_->control->current_sample.store(-1, std::memory_order_relaxed);
   slot.sample_count = static_cast<uint32_t>(task.samples.size());
   slot.epoch = static_cast<uint64_t>(task.epoch);
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kNone);
   state_->control->batches.fetch_add(1, std::memory_order_relaxed);
   state_->control->samples.fetch_add(task.samples.size(), std::memory_order_relaxed);
-  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
   state_->protocol->publish(task.batch_id, ring::kReady);
 }
 
@@ -93,12 +97,13 @@ void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& m
   slot.error_sample = sample;
   std::string text = message.substr(0, ring::kErrorTextBytes - 1);
   std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
-  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
   state_->protocol->publish(task.batch_id, ring::kFailed);
 }
 
-void WorkerEndpoint::heartbeat() {
+void WorkerEndpoint::heartbeat(int64_t sample) {
   state_->control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
+  state_->control->current_sample.store(sample, std::memory_order_relaxed);
 }
 
 void WorkerEndpoint::add_times(double read_s, double transform_s) {

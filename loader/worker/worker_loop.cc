@@ -37,7 +37,7 @@ int WorkerLoop::run() {
   auto keep_going = [this] { return this->keep_going(); };
   while (auto claim = claim_next_batch(*ring_, protocol_, control_, keep_going)) {
     filler_.fill(*claim);
-    control_.current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
+    control_.current_batch.store(ring::kNoBatch, std::memory_order_release);
   }
   return parent_gone_ ? 1 : 0;
 }

@@ -52,6 +52,9 @@ LoaderOptions options_from_dict(const py::dict& values) {
     else if (key == "worker_executable") options.worker_executable = value.cast<std::string>();
     else if (key == "poll_interval_s") options.poll_interval_s = value.cast<double>();
     else if (key == "timeout_s") options.timeout_s = value.cast<double>();
+    else if (key == "hang_timeout_s") options.hang_timeout_s = value.cast<double>();
+    else if (key == "max_batch_retries") options.max_batch_retries = value.cast<int>();
+    else if (key == "on_error") options.on_error = value.cast<std::string>();
     else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
     else if (key == "rank") options.rank = value.cast<int>();
     else if (key == "world_size") options.world_size = value.cast<int>();
@@ -73,6 +76,9 @@ py::dict stats_dict(const LoaderStats& stats) {
   out["workers"] = stats.workers;
   out["ring_slots"] = stats.ring_slots;
   out["ring_bytes"] = stats.ring_bytes;
+  out["skipped_samples"] = stats.skipped_samples;
+  out["worker_restarts"] = stats.worker_restarts;
+  out["redone_batches"] = stats.redone_batches;
   return out;
 }
 
@@ -174,7 +180,7 @@ PYBIND11_MODULE(_ringloader, module) {
       }, py::keep_alive<0, 1>())
       .def("publish", &WorkerEndpoint::publish)
       .def("fail", &WorkerEndpoint::fail)
-      .def("heartbeat", &WorkerEndpoint::heartbeat)
+      .def("heartbeat", &WorkerEndpoint::heartbeat, py::arg("sample") = -1)
       .def("add_times", &WorkerEndpoint::add_times);
 
   py::class_<Loader>(module, "NativeLoader")

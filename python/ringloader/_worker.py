@@ -84,10 +84,10 @@ def main(argv=None):
         try:
             for position, sample_index in enumerate(task.samples):
                 current = sample_index
+                endpoint.heartbeat(sample_index)
                 _seed_sample(config["seed"], task.epoch, sample_index)
                 layout.write(slot, batch_size, position, dataset[sample_index],
                              sample_index)
-                endpoint.heartbeat()
         except Exception as error:
             text = traceback.format_exc()
             sys.stderr.write(f"ringloader worker {index}: sample {current}:\n{text}")

@@ -59,8 +59,8 @@ class DataLoader:
                  worker_init_fn=None, multiprocessing_context=None,
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
-                 ring_slots=0, seed=None, distributed=False, rank=None,
-                 world_size=None):
+                 ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
+                 max_batch_retries=2, distributed=False, rank=None, world_size=None):
         if num_workers < 0:
             raise OptionError("num_workers option should be non-negative; "
                               "use num_workers=0 to disable multiprocessing.")
@@ -95,6 +95,11 @@ class DataLoader:
                               "is not supported; batches fill ring slots")
         if sampler is not None and shuffle:
             raise OptionError("sampler option is mutually exclusive with shuffle")
+        if on_error not in ("raise", "skip"):
+            raise OptionError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if on_error == "skip" and not _is_native(dataset):
+            raise OptionError("on_error='skip' needs a ringloader.datasets dataset; "
+                              "a Python dataset's __getitem__ decides what to skip")
         sharded = distributed or rank is not None or world_size is not None
         if sharded and sampler is not None:
             raise OptionError("ringloader: sampler option is mutually exclusive with "
@@ -139,6 +144,13 @@ class DataLoader:
         }
         if timeout:
             options["timeout_s"] = float(timeout)
+        # Faults: a dead or hung (no progress on one sample for
+        # hang_timeout s) worker is replaced and its batch re-done; with
+        # on_error="skip" (native datasets) a bad sample is replaced by a
+        # deterministic substitute, counted in stats()["skipped_samples"].
+        options["on_error"] = str(on_error)
+        options["hang_timeout_s"] = float(hang_timeout)
+        options["max_batch_retries"] = int(max_batch_retries)
         self._layout = None
         self._native = None
         if _is_native(dataset):

@@ -1,0 +1,87 @@
+// However the trainer ends (SIGKILL, exit without destructors, an uncaught
+// exception, a normal return) mid-epoch, no worker outlives it by more than
+// 2 s and nothing is left on any filesystem: the ring is a memfd.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "test_data.h"
+
+extern char** environ;
+
+namespace ringloader {
+namespace {
+
+std::string helper_path() {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "ringloader_test_trainer";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/')) + "/ringloader_test_trainer";
+}
+
+int count_entries(const char* folder) {
+  DIR* dir = opendir(folder);
+  if (!dir) return 0;
+  int count = 0;
+  while (readdir(dir)) ++count;
+  closedir(dir);
+  return count;
+}
+
+using TrainerDeath = testing::FolderTest<2, 6>;
+
+TEST_F(TrainerDeath, NoWorkerOrFileOutlivesTheTrainer) {
+  const int shm_before = count_entries("/dev/shm");
+  for (std::string mode : {"wait", "exit", "throw", "return"}) {
+    SCOPED_TRACE(mode);
+    int out[2];
+    ASSERT_EQ(pipe(out), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::string helper = helper_path();
+    std::string folder = dir_ / "images";
+    const char* argv[] = {helper.c_str(), folder.c_str(), mode.c_str(), nullptr};
+    pid_t trainer = -1;
+    ASSERT_EQ(posix_spawn(&trainer, helper.c_str(), &actions, nullptr,
+                          const_cast<char* const*>(argv), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    FILE* lines = fdopen(out[0], "r");
+    std::vector<int> workers;
+    char line[64];
+    while (std::fgets(line, sizeof(line), lines) && std::string(line) != "ready\n") {
+      workers.push_back(std::atoi(line));
+    }
+    ASSERT_EQ(workers.size(), 2u);
+    if (mode == "wait") {
+      // The other modes end on their own, possibly before this line.
+      for (int pid : workers) EXPECT_TRUE(testing::process_alive(pid));
+      ASSERT_EQ(kill(trainer, SIGKILL), 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(trainer, &status, 0), trainer);
+    fclose(lines);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    for (int pid : workers) {
+      while (testing::process_alive(pid) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      EXPECT_FALSE(testing::process_alive(pid)) << "worker " << pid << " outlived the trainer";
+    }
+  }
+  EXPECT_EQ(count_entries("/dev/shm"), shm_before);
+}
+
+}  // namespace
+}  // namespace ringloader
