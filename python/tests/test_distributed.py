@@ -74,3 +74,49 @@ def test_ranks_get_disjoint_complete_equal_shards(world, tmp_path):
         orders = {json.dumps([r["runs"][name] for r in ranks])
                   for name in ranks[0]["runs"] if name.endswith(f"shuffle={shuffle}")}
         assert len(orders) == 1, f"shuffle={shuffle}: dataset kinds disagree"
+
+
+def _native(image_folder):
+    """24 images whose labels are their sample indices."""
+    from ringloader import transforms as T
+    folder = ringloader.datasets.ImageFolder(image_folder)
+    return ringloader.datasets.FileList(
+        [(path, i) for i, (path, _) in enumerate(folder.samples)],
+        T.Compose([T.CenterCrop(8)]))
+
+
+def test_environment_shards_only_when_asked(image_folder, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    dataset = _native(image_folder)  # 24 samples
+    plain = ringloader.DataLoader(dataset, batch_size=4)
+    assert len(plain) == 6, "like torch's DataLoader, no sharding by default"
+    assert len(list(plain)) == 6
+    sharded = ringloader.DataLoader(dataset, batch_size=4, distributed=True)
+    assert (sharded.rank, sharded.world_size) == (1, 2)
+    assert [int(y) for _, ys in sharded for y in ys] == list(range(1, 24, 2))
+
+
+def test_bad_ranks_and_samplers_are_value_errors(image_folder):
+    dataset = _native(image_folder)
+    with pytest.raises(ValueError, match="rank 2"):
+        ringloader.DataLoader(dataset, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        ringloader.DataLoader(dataset, distributed=True, sampler=range(24))
+
+
+def test_torch_distributed_sampler_still_drives_the_order(image_folder):
+    import torch
+    from torch.utils.data import DistributedSampler
+    dataset = _native(image_folder)
+
+    def sampler():
+        return DistributedSampler(dataset, num_replicas=3, rank=2, shuffle=True, seed=5)
+    ours = ringloader.DataLoader(dataset, batch_size=3, sampler=sampler(), num_workers=1)
+    theirs = torch.utils.data.DataLoader(range(len(dataset)), batch_size=3,
+                                         sampler=sampler())
+    for epoch in (0, 1):
+        ours.set_epoch(epoch)
+        theirs.sampler.set_epoch(epoch)
+        labels = [int(y) for _, ys in ours for y in ys]
+        assert labels == [int(i) for b in theirs for i in b]
