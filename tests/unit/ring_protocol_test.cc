@@ -180,5 +180,76 @@ TEST(SlotProtocol, ConcurrentFillersDeliverEveryLiveBatchOnceInOrder) {
   EXPECT_GT(delivered, 100u);
 }
 
+TEST(SlotProtocol, ClaimIntentIsWrittenBeforeTheClaim) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  protocol.publish_plan(0, 3, 10, 0);
+  std::atomic<uint64_t> intent{kNoBatch};
+  Claim claim;
+  ASSERT_TRUE(protocol.try_claim(claim, &intent));
+  EXPECT_EQ(intent.load(std::memory_order_relaxed), claim.batch_id);
+  EXPECT_EQ(protocol.claimed_end(), 1u);
+}
+
+TEST(SlotProtocol, RedoEntriesAreRebuiltAsClaimsOfTheCurrentPlan) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  protocol.publish_plan(4, 6, 22, 1);
+  std::atomic<uint64_t> intent{kNoBatch};
+  Claim claim;
+  EXPECT_FALSE(protocol.try_take_redo(claim, intent));
+  ASSERT_TRUE(protocol.push_redo(3));
+  EXPECT_TRUE(protocol.redo_queued(3));
+  ASSERT_TRUE(protocol.try_take_redo(claim, intent));
+  EXPECT_EQ(claim.batch_id, 3u);
+  EXPECT_EQ(claim.local_index, 3u);
+  EXPECT_EQ(claim.epoch, 4u);
+  EXPECT_EQ(claim.sample_count, 22u);
+  EXPECT_EQ(claim.order_table, 1u);
+  EXPECT_EQ(intent.load(std::memory_order_relaxed), 3u);
+  EXPECT_FALSE(protocol.redo_queued(3));
+  // An entry from an abandoned epoch is dropped, not handed out.
+  while (protocol.try_claim(claim)) {
+  }
+  ASSERT_TRUE(protocol.push_redo(5));
+  protocol.publish_plan(5, 6, 22, 0);
+  EXPECT_FALSE(protocol.try_take_redo(claim, intent));
+  // The queue has room for kRedoEntries ids; the trainer keeps the rest.
+  for (uint32_t i = 0; i < kRedoEntries; ++i) EXPECT_TRUE(protocol.push_redo(7 + i));
+  EXPECT_FALSE(protocol.push_redo(99));
+}
+
+// Threads racing for redo entries and fresh claims: every id is taken
+// exactly once (TSan checks the orders on the way).
+TEST(SlotProtocol, RedoEntriesAndClaimsAreEachTakenOnce) {
+  auto ring = Ring::create(small_geometry(4));
+  SlotProtocol protocol(*ring);
+  constexpr uint64_t kBatches = 400;
+  protocol.publish_plan(0, kBatches, kBatches * 4, 0);
+  // Pretend ids 0..7 were owned by workers that died: claim them away and
+  // queue them again, as the trainer's recovery does.
+  Claim claim;
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(protocol.try_claim(claim));
+  for (uint64_t id = 0; id < 8; ++id) ASSERT_TRUE(protocol.push_redo(id));
+  std::vector<std::atomic<int>> taken(kBatches);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::atomic<uint64_t> intent{kNoBatch};
+      Claim mine;
+      for (;;) {
+        if (!protocol.try_take_redo(mine, intent) && !protocol.try_claim(mine, &intent)) {
+          return;
+        }
+        taken[mine.batch_id].fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (uint64_t id = 0; id < kBatches; ++id) {
+    EXPECT_EQ(taken[id].load(std::memory_order_relaxed), 1) << "batch " << id;
+  }
+}
+
 }  // namespace
 }  // namespace ringloader::ring

@@ -1,0 +1,54 @@
+"""Seed corpora for the libFuzzer harnesses (scripts/fuzz.sh): small valid
+images of each format and modes, and pipelines as JSON, so the fuzzers
+start inside the decoders and the parser rather than at their front door."""
+import io
+import json
+import os
+import sys
+
+import numpy as np
+from PIL import Image
+
+
+MODES = {"JPEG": ["RGB", "L", "CMYK"], "PNG": ["RGB", "L", "RGBA", "P", "LA"],
+         "BMP": ["RGB", "L", "P"], "GIF": ["P", "L"]}
+
+
+def images(out, fmt, **save_args):
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i, mode in enumerate(MODES[fmt]):
+        height, width = rng.integers(3, 17, size=2)
+        pixels = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+        image = Image.fromarray(pixels).convert(mode)
+        for progressive in ((False, True) if fmt == "JPEG" else (False,)):
+            buffer = io.BytesIO()
+            extra = dict(save_args, progressive=True) if progressive else save_args
+            image.save(buffer, fmt, **extra)
+            with open(os.path.join(out, f"seed{i}{'p' if progressive else ''}"), "wb") as f:
+                f.write(buffer.getvalue())
+
+
+def pipelines(out):
+    os.makedirs(out, exist_ok=True)
+    seeds = [
+        [{"op": "RandomResizedCrop", "size": [24]}, {"op": "RandomHorizontalFlip"},
+         {"op": "ToTensor"}, {"op": "Normalize", "mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}],
+        [{"op": "Resize", "size": [16, 20], "interpolation": "bicubic"}, {"op": "PILToTensor"}],
+        [{"op": "Pad", "padding": [2, 3], "padding_mode": "reflect"}, {"op": "CenterCrop", "size": 8}],
+        [{"op": "RandomCrop", "size": [10], "padding": [4], "pad_if_needed": True}],
+        [{"op": "Resize", "size": [12]}, {"op": "CenterCrop", "size": [12]},
+         {"op": "RandomVerticalFlip", "p": 1.0}],
+    ]
+    for i, seed in enumerate(seeds):
+        with open(os.path.join(out, f"seed{i}.json"), "w") as f:
+            json.dump(seed, f)
+
+
+if __name__ == "__main__":
+    root = sys.argv[1]
+    images(os.path.join(root, "jpeg"), "JPEG", quality=80)
+    images(os.path.join(root, "png"), "PNG")
+    images(os.path.join(root, "bmp"), "BMP")
+    images(os.path.join(root, "gif"), "GIF")
+    pipelines(os.path.join(root, "pipeline_json"))
