@@ -160,6 +160,31 @@ def main():
         print("(ringloader's stages are differences of cumulative runs, so a cheap "
               "stage can show as a few microseconds either side of zero; its "
               "ToTensor and Normalize are one fused pass.)")
+    tar = load(folder, "tar-shards.json")
+    if tar:
+        t = tar[0]
+        f = t["folder_images_per_s"]
+        print()
+        print(f"Tar shards vs ImageFolder, same JPEG photos ({t['dataset_size']} images in "
+              f"{t['shards']} shards, shuffle buffer {t['shuffle_buffer']}, "
+              f"{t['num_workers']} workers, batch {t['batch_size']}, median of "
+              f"{t['rounds']} rounds of {t['epochs']} epochs, warm page cache):")
+        print()
+        print("| source | images/s | vs ImageFolder | read us/image | indexing at construction |")
+        print("|---|---|---|---|---|")
+        print(f"| ImageFolder | {fmt_rate(f)} | 1.00x | "
+              f"{t['folder_read_us_per_image']:.1f} | folder scan |")
+        print(f"| tar shards, local | {fmt_rate(t['shards_images_per_s'])} | "
+              f"{t['shards_images_per_s'] / f:.2f}x | {t['shards_read_us_per_image']:.1f} | "
+              f"{t['index_s']:.3f} s (headers only) |")
+        print(f"| tar shards, pipe:cat | {fmt_rate(t['pipe_images_per_s'])} | "
+              f"{t['pipe_images_per_s'] / f:.2f}x | {t['pipe_read_us_per_image']:.1f} | "
+              f"{t['pipe_index_s']:.3f} s (streamed once) |")
+        print()
+        print("rounds (images/s): folder " + ", ".join(fmt_rate(x) for x in t["folder_rounds"])
+              + "; shards " + ", ".join(fmt_rate(x) for x in t["shards_rounds"])
+              + "; pipe " + ", ".join(fmt_rate(x) for x in t["pipe_rounds"])
+              + f"; load average {t['load_average']:.1f}")
     probe = load(folder, "jpeg-probe.json")
     if probe:
         p = probe[0]

@@ -4,8 +4,10 @@
 #
 #   bench/run_all.sh [BUILD_DIR] [--quick] [--repeat N]
 #
-# BUILD_DIR (default ./build) must already hold ringloader-bench: this script
-# builds nothing (cmake --build BUILD_DIR --target ringloader-bench).
+# BUILD_DIR (default ./build) must already hold ringloader-bench (and, for
+# the tar shard figures, ringloader-tar-bench and ringloader-shard): this
+# script builds nothing (cmake --build BUILD_DIR --target ringloader-bench
+# ringloader-tar-bench).
 # --quick: small data and few epochs (1-2 minutes) to check that it all works.
 # --repeat N: alternate torch / ringloader N times per workload and report
 #   the median of each side (default 2, 1 with --quick), which evens out
@@ -104,5 +106,20 @@ run handoff-ringloader "$BENCH" handoff --images "$FASHION/t10k-images-idx3-ubyt
 echo "== rss"
 run rss-ringloader "$BENCH" rss --images "$FASHION/$RSS_SET-images-idx3-ubyte.gz" \
   --labels "$FASHION/$RSS_SET-labels-idx1-ubyte.gz" --epochs "$RSS_EPOCHS"
+
+echo "== tar shards vs ImageFolder (same photos)"
+if [[ -x "$BUILD/ringloader-tar-bench" && -x "$BUILD/ringloader-shard" ]]; then
+  SHARDS="$PHOTOS-shards"
+  if [[ ! -f "$SHARDS/photos-0000.tar" ]]; then
+    mkdir -p "$SHARDS"
+    # --max-count: 10 shards of the folder; --shuffle mixes classes across shards.
+    "$BUILD/ringloader-shard" "$PHOTOS" "$SHARDS/photos-%04d.tar" \
+      --max-count $(( (PHOTO_CLASSES * PHOTO_PER_CLASS + 9) / 10 )) --shuffle --seed 0
+  fi
+  LAST=$(( $(ls "$SHARDS"/photos-*.tar | wc -l) - 1 ))
+  run tar-shards "$BUILD/ringloader-tar-bench" --root "$PHOTOS" \
+    --shards "$SHARDS/photos-{0000..$(printf %04d $LAST)}.tar" \
+    --epochs "$JPEG_EPOCHS" --rounds "$REPEAT"
+fi
 
 "$PY" "$HERE/report.py" "$OUT" | tee "$OUT/results.md"

@@ -13,11 +13,23 @@
 #include "ringloader/transforms.h"
 
 namespace ringloader {
+namespace data {
+struct TarIndex;
+}
 
 // One sample of a file-backed dataset: an encoded image and its label.
 struct FileSample {
   std::string path;
   int64_t label = 0;
+};
+
+// How tar shards are read (see Dataset::tar_shards).
+struct TarShardOptions {
+  // Samples a seeded shuffle buffer mixes when the Loader shuffles
+  // (WebDataset's shuffle(n)), on top of a per-epoch shard order. 0 or 1
+  // keeps each shard's samples in archive order.
+  int64_t shuffle_buffer = 1000;
+  ColorMode mode = ColorMode::kRGB;
 };
 
 class Dataset {
@@ -44,6 +56,22 @@ class Dataset {
   static Dataset idx(const std::string& images_path,
                      const std::string& labels_path);
 
+  // WebDataset-style tar shards: members sharing a key (the basename up to
+  // its first dot: 000123.jpg + 000123.cls) make one sample; the image is
+  // the member with one of torchvision's image extensions, the label the
+  // integer text of <key>.cls (-1 without one). Each URL is a path, a brace
+  // pattern ("/data/train-{0000..0099}.tar", "{a,b}.tar") or
+  // "pipe:<command>" (its stdout is the shard, e.g. "pipe:curl -s URL").
+  // The shards are indexed here, once: local ones by their headers only,
+  // pipe: ones by streaming them. With LoaderOptions::shuffle, each epoch
+  // permutes the shard order and mixes samples through a bounded buffer,
+  // so workers read shards front to back. Throws IoError naming the shard
+  // and member for a corrupt or truncated shard, OptionError for a bad
+  // pattern.
+  //   auto train = Dataset::tar_shards({"/data/train-{0000..0099}.tar"});
+  static Dataset tar_shards(const std::vector<std::string>& urls,
+                            const TarShardOptions& options = {});
+
   int64_t size() const;
   // Class names for image_folder (index = label); empty otherwise.
   const std::vector<std::string>& classes() const { return classes_; }
@@ -59,9 +87,16 @@ class Dataset {
   const std::vector<FileSample>& files() const { return files_; }
   const std::string& idx_images_path() const { return idx_images_; }
   const std::string& idx_labels_path() const { return idx_labels_; }
+  // Tar shards only (else null / empty): the index workers read through,
+  // samples per shard in index order, the shuffle buffer.
+  const std::shared_ptr<const data::TarIndex>& tar_index() const { return tar_; }
+  const std::vector<int64_t>& shard_sizes() const { return shard_sizes_; }
+  int64_t shuffle_buffer() const { return shuffle_buffer_; }
 
  private:
-  enum class Kind { kFiles, kIdx };
+  enum class Kind { kFiles, kIdx, kTar };
+  static Dataset from_tar_index(data::TarIndex index, ColorMode mode);
+
   Kind kind_ = Kind::kFiles;
   ColorMode mode_ = ColorMode::kRGB;
   std::vector<FileSample> files_;
@@ -69,6 +104,9 @@ class Dataset {
   std::string idx_images_, idx_labels_;
   int64_t idx_count_ = 0;
   int image_height_ = 0, image_width_ = 0;
+  std::shared_ptr<const data::TarIndex> tar_;
+  std::vector<int64_t> shard_sizes_;
+  int64_t shuffle_buffer_ = 0;
 };
 
 }  // namespace ringloader

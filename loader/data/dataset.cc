@@ -7,6 +7,7 @@
 
 #include "loader/data/idx_file.h"
 #include "loader/data/image_folder_scan.h"
+#include "loader/data/tar_index.h"
 #include "ringloader/errors.h"
 
 namespace ringloader {
@@ -116,11 +117,18 @@ Dataset Dataset::idx(const std::string& images_path,
 }
 
 int64_t Dataset::size() const {
+  if (kind_ == Kind::kTar) return static_cast<int64_t>(tar_->samples.size());
   return kind_ == Kind::kIdx ? idx_count_ : static_cast<int64_t>(files_.size());
 }
 
 nlohmann::json Dataset::to_json() const {
   nlohmann::json out;
+  if (kind_ == Kind::kTar) {
+    out = tar_->to_json();
+    out["kind"] = "tar";
+    out["mode"] = mode_name(mode_);
+    return out;
+  }
   out["mode"] = mode_name(mode_);
   if (kind_ == Kind::kIdx) {
     out["kind"] = "idx";
@@ -147,6 +155,9 @@ nlohmann::json Dataset::to_json() const {
 Dataset Dataset::from_json(const nlohmann::json& description) {
   Dataset dataset;
   dataset.mode_ = mode_from_name(description.at("mode").get<std::string>());
+  if (description.at("kind") == "tar") {
+    return from_tar_index(data::TarIndex::from_json(description), dataset.mode_);
+  }
   if (description.at("kind") == "idx") {
     dataset.kind_ = Kind::kIdx;
     dataset.idx_images_ = description.at("images").get<std::string>();

@@ -45,6 +45,9 @@ SampleSource::SampleSource(Dataset dataset, transforms::DecodeLimits limits)
     idx_images_ = read_idx(dataset_.idx_images_path());
     idx_labels_ = read_idx(dataset_.idx_labels_path());
   }
+  if (dataset_.tar_index()) {
+    tar_reader_ = std::make_unique<TarMemberReader>(*dataset_.tar_index());
+  }
 }
 
 std::string SampleSource::describe(int64_t index) const {
@@ -54,6 +57,7 @@ std::string SampleSource::describe(int64_t index) const {
   if (!dataset_.idx_images_path().empty()) {
     return describe_sample(index, dataset_.idx_images_path());
   }
+  if (dataset_.tar_index()) return describe_tar_sample(*dataset_.tar_index(), index);
   return describe_sample(index, dataset_.files()[index].path);
 }
 
@@ -65,6 +69,7 @@ int64_t SampleSource::load(int64_t index, transforms::Image& image,
                 " is outside the dataset of " + std::to_string(size()));
   }
   if (!idx_images_.values.empty()) return load_idx(index, image);
+  if (tar_reader_) return load_tar(index, image, file_bytes, timing);
   return load_file(index, image, file_bytes, timing);
 }
 
@@ -86,6 +91,24 @@ int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
                            limits_);
   timing.decode_ns += ring::monotonic_ns() - read_done;
   return sample.label;
+}
+
+int64_t SampleSource::load_tar(int64_t index, transforms::Image& image,
+                               std::vector<uint8_t>& file_bytes,
+                               SampleTiming& timing) const {
+  uint64_t start = ring::monotonic_ns();
+  try {
+    tar_reader_->read(index, file_bytes);
+  } catch (const IoError& error) {
+    throw IoError("ringloader: " + describe(index) + ": " + error.what());
+  }
+  uint64_t read_done = ring::monotonic_ns();
+  timing.read_ns += read_done - start;
+  transforms::decode_image(file_bytes.data(), file_bytes.size(),
+                           dataset_.color_mode(), describe(index), image,
+                           limits_);
+  timing.decode_ns += ring::monotonic_ns() - read_done;
+  return dataset_.tar_index()->samples[static_cast<size_t>(index)].label;
 }
 
 int64_t SampleSource::load_idx(int64_t index, transforms::Image& image) const {

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "loader/data/idx_file.h"
+#include "loader/data/tar_member_reader.h"
 #include "ringloader/dataset.h"
 #include "transforms/decode.h"
 #include "transforms/image.h"
@@ -39,11 +41,14 @@ class SampleSource {
                     std::vector<uint8_t>& file_bytes,
                     SampleTiming& timing) const;
   int64_t load_idx(int64_t index, transforms::Image& image) const;
+  int64_t load_tar(int64_t index, transforms::Image& image,
+                   std::vector<uint8_t>& file_bytes, SampleTiming& timing) const;
 
   Dataset dataset_;
   transforms::DecodeLimits limits_;
   IdxArray idx_images_;
   IdxArray idx_labels_;
+  std::unique_ptr<TarMemberReader> tar_reader_;  // tar shards only
 };
 
 // Reads a whole file; throws IoError naming it (missing, unreadable, empty).

@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "loader/sampler/shard_order.h"
 #include "ringloader/errors.h"
 #include "ringloader/random.h"
 
@@ -60,6 +61,11 @@ int64_t Sampler::batches_per_epoch() const {
 }
 
 void Sampler::permutation(uint64_t epoch, std::vector<int64_t>& out) const {
+  if (options_.shuffle && !options_.shard_sizes.empty()) {
+    shard_shuffle_order(options_.shard_sizes, options_.shuffle_buffer,
+                        options_.seed, epoch, out);
+    return;
+  }
   if (options_.shuffle) {
     shuffle_indices(out, options_.dataset_size, options_.seed, epoch);
     return;
@@ -80,8 +86,17 @@ void Sampler::order_into(uint64_t epoch, std::vector<int64_t>& out,
   const int64_t world = options_.world_size;
   const int64_t padded = (options_.dataset_size + world - 1) / world * world;
   out.clear();
-  for (int64_t i = options_.rank; i < padded; i += world) {
-    out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
+  if (!options_.shard_sizes.empty()) {
+    // Sharded data: each rank takes one contiguous stretch of the order, so
+    // a rank reads about 1/world of the shards instead of a slice of each.
+    const int64_t per_rank = padded / world;
+    for (int64_t i = options_.rank * per_rank; i < (options_.rank + 1) * per_rank; ++i) {
+      out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
+    }
+  } else {
+    for (int64_t i = options_.rank; i < padded; i += world) {
+      out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
+    }
   }
   out.resize(static_cast<size_t>(samples_per_epoch()));
 }

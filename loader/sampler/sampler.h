@@ -15,8 +15,15 @@ struct SamplerOptions {
   uint64_t seed = 0;
   // DistributedSampler semantics: each rank takes every world_size-th index
   // of one shared permutation, padded by wrapping so ranks get equal counts.
+  // Sharded datasets (shard_sizes set) give each rank a contiguous stretch
+  // of the padded order instead, so ranks read disjoint runs of shards.
   int64_t rank = 0;
   int64_t world_size = 1;
+  // Sharded datasets (tar): samples per shard, in index order. When set,
+  // shuffling permutes shards and mixes samples through a buffer of
+  // `shuffle_buffer` (see shard_order.h) instead of a full permutation.
+  std::vector<int64_t> shard_sizes;
+  int64_t shuffle_buffer = 0;
 };
 
 class Sampler {

@@ -14,6 +14,14 @@ namespace {
 
 using trainer::sampler_options;
 
+// Tar shards shuffle shard order + a bounded buffer, so reads stay sequential.
+sampler::SamplerOptions with_shards(sampler::SamplerOptions out,
+                                    const Dataset& dataset) {
+  out.shard_sizes = dataset.shard_sizes();
+  out.shuffle_buffer = dataset.shuffle_buffer();
+  return out;
+}
+
 int default_intra_op_threads(const LoaderOptions& options) {
   if (options.intra_op_threads > 0) return options.intra_op_threads;
   if (options.num_workers > 0) return 1;
@@ -77,7 +85,7 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_(pipeline.output_shape(dataset.color_mode(), dataset.image_height(),
                                    dataset.image_width())),
-      sampler_(sampler_options(dataset.size(), options_)),
+      sampler_(with_shards(sampler_options(dataset.size(), options_), dataset)),
       dataset_size_(dataset.size()),
       created_ns_(ring::monotonic_ns()) {
   config_.dataset = std::move(dataset);

@@ -123,6 +123,18 @@ PYBIND11_MODULE(_ringloader, module) {
         root, mode == "L" ? ColorMode::kGray : ColorMode::kRGB);
     return dataset.to_json().dump();
   }, py::arg("root"), py::arg("mode") = "RGB");
+  module.def("tar_shards", [](const std::vector<std::string>& urls,
+                              int64_t shuffle_buffer, const std::string& mode) {
+    TarShardOptions options;
+    options.shuffle_buffer = shuffle_buffer;
+    options.mode = mode == "L" ? ColorMode::kGray : ColorMode::kRGB;
+    Dataset dataset;
+    {
+      py::gil_scoped_release release;  // pipe: shards stream while indexing
+      dataset = Dataset::tar_shards(urls, options);
+    }
+    return dataset.to_json().dump();
+  }, py::arg("urls"), py::arg("shuffle_buffer") = 1000, py::arg("mode") = "RGB");
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });

@@ -121,13 +121,17 @@ class DataLoader:
             seed = (generator.initial_seed() if generator is not None
                     else 0 if sharded else torch.initial_seed())
         self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+        # Tar shards shuffle natively (shard order + a seeded buffer), so
+        # workers read each shard front to back.
+        native_shuffle = bool(shuffle) and sampler is None and getattr(
+            dataset, "ringloader_native_shuffle", False)
         if sharded:
             sampler = ShardSampler(len(dataset), {
                 "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
                 "world_size": self.world_size})
         elif sampler is None:
-            sampler = (RandomSampler(dataset, generator=generator) if shuffle
-                       else SequentialSampler(dataset))
+            sampler = (RandomSampler(dataset, generator=generator)
+                       if shuffle and not native_shuffle else SequentialSampler(dataset))
         self.sampler = sampler
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         # The C++ sampler makes the order itself (no set_order per epoch).
@@ -140,7 +144,7 @@ class DataLoader:
             "ring_slots": int(ring_slots),
             "max_samples_per_epoch": max(len(dataset), _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
-            "shuffle": bool(sharded and shuffle),
+            "shuffle": bool(sharded and shuffle) or native_shuffle,
         }
         if timeout:
             options["timeout_s"] = float(timeout)

@@ -11,7 +11,7 @@ import os
 from . import _ringloader
 from . import transforms as _transforms
 
-__all__ = ["ImageFolder", "FileList", "IdxDataset", "FashionMNIST"]
+__all__ = ["ImageFolder", "FileList", "IdxDataset", "FashionMNIST", "TarShards"]
 
 FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
 
@@ -139,6 +139,59 @@ class FashionMNIST(IdxDataset):
         super().__init__(os.path.join(root, f"{prefix}-images-idx3-ubyte.gz"),
                          os.path.join(root, f"{prefix}-labels-idx1-ubyte.gz"),
                          transform, target_transform)
+
+
+class TarShards(NativeDataset):
+    """WebDataset-style tar shards: ``000123.jpg`` + ``000123.cls`` is one
+    sample (label = the integer text of ``.cls``, -1 without one).
+
+    ``urls`` is a path, a brace pattern (``"train-{0000..0099}.tar"``,
+    ``"{a,b}.tar"``), a ``"pipe:<command>"`` whose stdout is a shard, or a
+    list of those. The shards are indexed once, here. With
+    ``ringloader.DataLoader(..., shuffle=True)`` and no sampler, each epoch
+    permutes the shard order and mixes samples through a seeded buffer of
+    ``shuffle_buffer`` samples, so workers read shards front to back; any
+    sampler still works (a random one reads shards at random places).
+    """
+
+    ringloader_native_shuffle = True
+
+    def __init__(self, urls, transform=None, target_transform=None,
+                 shuffle_buffer=1000, mode="RGB"):
+        if isinstance(urls, (str, os.PathLike)):
+            urls = [urls]
+        urls = [os.fspath(u) for u in urls]
+        description = json.loads(_ringloader.tar_shards(urls, int(shuffle_buffer), mode))
+        super().__init__(description, transform, target_transform)
+        self.urls = description["shards"]
+        self.shard_sizes = description["shard_sizes"]
+        self.shuffle_buffer = int(shuffle_buffer)
+        self.targets = description["labels"]
+        self.mode = mode
+
+    def member_name(self, index):
+        """``"<shard> member <name>"``: where sample ``index`` lives."""
+        d = self._description
+        return f"{d['shards'][d['sample_shard'][index]]} member {d['names'][index]}"
+
+    def _load_pil(self, index):
+        import io
+        import subprocess
+
+        from PIL import Image
+        d = self._description
+        shard = d["shards"][d["sample_shard"][index]]
+        offset, size = d["offsets"][index], d["sizes"][index]
+        if shard.startswith("pipe:"):
+            with subprocess.Popen(shard[5:], shell=True, stdout=subprocess.PIPE) as p:
+                p.stdout.read(offset)
+                data = p.stdout.read(size)
+                p.kill()
+        else:
+            with open(shard, "rb") as f:
+                f.seek(offset)
+                data = f.read(size)
+        return Image.open(io.BytesIO(data)).convert(self.mode)
 
 
 def _read_list(path):

@@ -1,0 +1,23 @@
+// Dataset::tar_shards: the public face of loader/data/tar_index.
+#include "loader/data/tar_index.h"
+#include "ringloader/dataset.h"
+
+namespace ringloader {
+
+Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
+                            const TarShardOptions& options) {
+  return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer),
+                        options.mode);
+}
+
+Dataset Dataset::from_tar_index(data::TarIndex index, ColorMode mode) {
+  Dataset dataset;
+  dataset.kind_ = Kind::kTar;
+  dataset.mode_ = mode;
+  dataset.shard_sizes_ = index.shard_sizes;
+  dataset.shuffle_buffer_ = index.shuffle_buffer;
+  dataset.tar_ = std::make_shared<const data::TarIndex>(std::move(index));
+  return dataset;
+}
+
+}  // namespace ringloader

@@ -1,0 +1,167 @@
+#include "loader/data/tar_index.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "loader/data/brace_expand.h"
+#include "loader/data/image_folder_scan.h"
+#include "loader/data/tar_format.h"
+#include "loader/data/tar_walk.h"
+#include "ringloader/errors.h"
+
+namespace ringloader::data {
+namespace {
+
+bool is_label_member(const std::string& name) {
+  std::string key, extension;
+  split_member_name(name, key, extension);
+  return extension == "cls";
+}
+
+int64_t parse_label(const std::string& text, const std::string& shard,
+                    const std::string& member) {
+  size_t begin = text.find_first_not_of(" \t\r\n");
+  size_t end = text.find_last_not_of(" \t\r\n");
+  std::string digits = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+  size_t used = 0;
+  int64_t label = 0;
+  try {
+    label = std::stoll(digits, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (digits.empty() || used != digits.size()) {
+    throw IoError("ringloader: shard " + shard + ": member '" + member +
+                  "' should hold an integer class label, holds '" +
+                  text.substr(0, 40) + "'");
+  }
+  return label;
+}
+
+// Consecutive members sharing a key make one sample, as in WebDataset.
+class SampleGrouper {
+ public:
+  SampleGrouper(TarIndex& index, int32_t shard) : index_(index), shard_(shard) {}
+
+  void add(TarMember&& member) {
+    std::string key, extension;
+    split_member_name(member.name, key, extension);
+    if (key != key_) {
+      flush();
+      key_ = key;
+    }
+    const std::string& url = index_.shards[shard_];
+    if (extension == "cls") {
+      current_.label = parse_label(member.data, url, member.name);
+    } else if (!has_image_ && has_image_extension("." + extension) &&
+               extension.find('.') == std::string::npos) {
+      has_image_ = true;
+      current_.offset = member.offset;
+      current_.size = member.size;
+      current_.image_name = member.name;
+    }
+    ++members_;
+  }
+
+  void flush() {
+    if (members_ == 0) return;
+    if (!has_image_) {
+      throw IoError("ringloader: shard " + index_.shards[shard_] + ": sample '" +
+                    key_ + "' has no image member (.jpg .jpeg .png .ppm .bmp "
+                    ".pgm .tif .tiff .webp)");
+    }
+    current_.shard = shard_;
+    index_.samples.push_back(std::move(current_));
+    ++index_.shard_sizes[shard_];
+    current_ = TarSample{};
+    has_image_ = false;
+    members_ = 0;
+  }
+
+ private:
+  TarIndex& index_;
+  int32_t shard_;
+  std::string key_;
+  TarSample current_;
+  bool has_image_ = false;
+  int members_ = 0;
+};
+
+}  // namespace
+
+TarIndex index_tar_shards(const std::vector<std::string>& urls,
+                          int64_t shuffle_buffer) {
+  if (shuffle_buffer < 0) {
+    throw OptionError("ringloader: shuffle_buffer must be >= 0, got " +
+                      std::to_string(shuffle_buffer));
+  }
+  TarIndex index;
+  index.shuffle_buffer = shuffle_buffer;
+  for (const std::string& url : urls) {
+    for (std::string& shard : expand_braces(url)) index.shards.push_back(std::move(shard));
+  }
+  if (index.shards.empty()) throw OptionError("ringloader: no tar shard given");
+  if (index.shards.size() > (size_t{1} << 31) - 1) {
+    throw OptionError("ringloader: too many tar shards");
+  }
+  index.shard_sizes.assign(index.shards.size(), 0);
+  for (size_t shard = 0; shard < index.shards.size(); ++shard) {
+    std::unique_ptr<ShardInput> input = open_shard(index.shards[shard]);
+    SampleGrouper grouper(index, static_cast<int32_t>(shard));
+    walk_tar(*input, index.shards[shard], is_label_member,
+             [&](TarMember&& member) { grouper.add(std::move(member)); });
+    grouper.flush();
+  }
+  if (index.samples.empty()) {
+    throw IoError("ringloader: the tar shards hold no sample (first shard: " +
+                  index.shards.front() + ")");
+  }
+  return index;
+}
+
+std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
+  const TarSample& s = index.samples[static_cast<size_t>(sample)];
+  return "sample " + std::to_string(sample) + " (" + index.shards[s.shard] +
+         " member " + s.image_name + ")";
+}
+
+nlohmann::json TarIndex::to_json() const {
+  nlohmann::json shard_of = nlohmann::json::array(), offsets = nlohmann::json::array(),
+                 sizes = nlohmann::json::array(), labels = nlohmann::json::array(),
+                 names = nlohmann::json::array();
+  for (const TarSample& s : samples) {
+    shard_of.push_back(s.shard);
+    offsets.push_back(s.offset);
+    sizes.push_back(s.size);
+    labels.push_back(s.label);
+    names.push_back(s.image_name);
+  }
+  return {{"shards", shards}, {"shard_sizes", shard_sizes},
+          {"shuffle_buffer", shuffle_buffer}, {"sample_shard", std::move(shard_of)},
+          {"offsets", std::move(offsets)}, {"sizes", std::move(sizes)},
+          {"labels", std::move(labels)}, {"names", std::move(names)}};
+}
+
+TarIndex TarIndex::from_json(const nlohmann::json& description) {
+  TarIndex index;
+  index.shards = description.at("shards").get<std::vector<std::string>>();
+  index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
+  index.shuffle_buffer = description.at("shuffle_buffer").get<int64_t>();
+  const auto& shard_of = description.at("sample_shard");
+  const auto& offsets = description.at("offsets");
+  const auto& sizes = description.at("sizes");
+  const auto& labels = description.at("labels");
+  const auto& names = description.at("names");
+  index.samples.resize(shard_of.size());
+  for (size_t i = 0; i < index.samples.size(); ++i) {
+    TarSample& s = index.samples[i];
+    s.shard = shard_of[i].get<int32_t>();
+    s.offset = offsets[i].get<uint64_t>();
+    s.size = sizes[i].get<uint64_t>();
+    s.label = labels[i].get<int64_t>();
+    s.image_name = names[i].get<std::string>();
+  }
+  return index;
+}
+
+}  // namespace ringloader::data

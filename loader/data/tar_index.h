@@ -1,0 +1,44 @@
+// The samples of a set of WebDataset-style tar shards, found once in the
+// trainer: members are grouped by key (000123.jpg + 000123.cls = one
+// sample), and each sample records where its image's bytes lie, so any
+// sample can be read by index (resume, any worker) without scanning.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringloader::data {
+
+struct TarSample {
+  int32_t shard = 0;        // index into TarIndex::shards
+  uint64_t offset = 0;      // image bytes within the shard
+  uint64_t size = 0;
+  int64_t label = -1;       // from <key>.cls; -1 without one
+  std::string image_name;   // the image member's name, for messages
+};
+
+struct TarIndex {
+  std::vector<std::string> shards;    // paths or pipe: URLs, in pattern order
+  std::vector<int64_t> shard_sizes;   // samples per shard
+  std::vector<TarSample> samples;     // shard by shard, in archive order
+  int64_t shuffle_buffer = 0;
+
+  nlohmann::json to_json() const;
+  static TarIndex from_json(const nlohmann::json& description);
+};
+
+// Expands brace patterns in each URL, then indexes every shard: local
+// shards by their headers only (seeking over data), pipe: shards by
+// streaming them once. Throws IoError naming shard and member for a bad or
+// truncated shard, a sample without an image member, or a .cls that is not
+// an integer; OptionError for no shard at all.
+TarIndex index_tar_shards(const std::vector<std::string>& urls,
+                          int64_t shuffle_buffer);
+
+// "sample 17 (train-0001.tar member 000017.jpg)".
+std::string describe_tar_sample(const TarIndex& index, int64_t sample);
+
+}  // namespace ringloader::data

@@ -1,0 +1,190 @@
+#include "loader/data/tar_member_reader.h"
+
+#include <algorithm>
+
+#include "ringloader/errors.h"
+
+namespace ringloader::data {
+namespace {
+
+constexpr size_t kOpenFiles = 64;
+constexpr size_t kOpenPipes = 8;
+
+}  // namespace
+
+TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_members)
+    : index_(index),
+      pipe_cache_members_(static_cast<size_t>(
+          pipe_cache_members >= 0 ? pipe_cache_members : 2 * index.shuffle_buffer + 256)) {
+  shard_first_.resize(index.shard_sizes.size() + 1, 0);
+  for (size_t s = 0; s < index.shard_sizes.size(); ++s) {
+    shard_first_[s + 1] = shard_first_[s] + index.shard_sizes[s];
+  }
+}
+
+void TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
+  const TarSample& sample = index_.samples[static_cast<size_t>(index)];
+  if (is_pipe_url(index_.shards[sample.shard])) {
+    read_pipe(sample, out);
+    return;
+  }
+  std::shared_ptr<FileInput> input = file(sample.shard);
+  out.resize(static_cast<size_t>(sample.size));
+  size_t got = input->read_at(sample.offset, out.data(), out.size());
+  if (got < out.size()) fail_short(sample, got);
+}
+
+std::shared_ptr<FileInput> TarMemberReader::file(int32_t shard) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = files_.begin(); it != files_.end(); ++it) {
+    if (it->first == shard) {
+      files_.splice(files_.begin(), files_, it);
+      return it->second;
+    }
+  }
+  // Readers of an evicted file keep it open through their shared_ptr.
+  auto input = std::make_shared<FileInput>(index_.shards[shard]);
+  files_.emplace_front(shard, input);
+  if (files_.size() > kOpenFiles) files_.pop_back();
+  return input;
+}
+
+TarMemberReader::PipeShard& TarMemberReader::pipe_shard(int32_t shard) {
+  for (auto it = pipes_.begin(); it != pipes_.end(); ++it) {
+    if (it->shard == shard) {
+      pipes_.splice(pipes_.begin(), pipes_, it);
+      return pipes_.front();
+    }
+  }
+  if (pipes_.size() >= kOpenPipes) {
+    close_stream(pipes_.back());
+    pipes_.pop_back();
+  }
+  pipes_.push_front(PipeShard{shard, nullptr});
+  return pipes_.front();
+}
+
+void TarMemberReader::close_stream(PipeShard& pipe) {
+  if (pipe.input) pipe_bytes_closed_ += pipe.input->position();
+  pipe.input.reset();
+}
+
+void TarMemberReader::read_pipe(const TarSample& sample, std::vector<uint8_t>& out) {
+  // One stream per shard: readers of the same shard take turns.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto cached = cache_.find({sample.shard, sample.offset});
+  if (cached != cache_.end()) {
+    out.swap(cached->second);
+    recycle(std::move(cached->second));
+    cache_.erase(cached);
+    return;
+  }
+  PipeShard& pipe = pipe_shard(sample.shard);
+  if (pipe.input && pipe.input->position() > sample.offset) {
+    close_stream(pipe);
+    ++pipe_restarts_;
+  }
+  try {
+    if (!pipe.input) {
+      pipe.input = std::make_unique<PipeInput>(index_.shards[sample.shard]);
+      ++pipe_commands_;
+    }
+    stream_to(pipe, sample);
+    out.resize(static_cast<size_t>(sample.size));
+    size_t got = pipe.input->read(out.data(), out.size());
+    if (got < out.size()) fail_short(sample, got);
+  } catch (const IoError& error) {
+    close_stream(pipe);
+    std::string text = error.what();
+    if (text.find(sample.image_name) != std::string::npos) throw;
+    throw IoError(text + " (reading member '" + sample.image_name + "')");
+  }
+}
+
+// Moves the stream to `target`, caching the members it passes on the way.
+void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
+  PipeInput& input = *pipe.input;
+  auto begin = index_.samples.begin() + shard_first_[target.shard];
+  auto end = index_.samples.begin() + shard_first_[target.shard + 1];
+  auto next = std::lower_bound(begin, end, input.position(),
+                               [](const TarSample& s, uint64_t at) { return s.offset < at; });
+  for (; next != end && next->offset < target.offset; ++next) {
+    const uint64_t gap = next->offset - input.position();
+    if (input.skip(gap) < gap) fail_short(*next, 0);
+    std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(next->size));
+    size_t got = input.read(bytes.data(), bytes.size());
+    if (got < bytes.size()) fail_short(*next, got);
+    cache(*next, std::move(bytes));
+  }
+  const uint64_t gap = target.offset - input.position();
+  if (input.skip(gap) < gap) fail_short(target, 0);
+}
+
+void TarMemberReader::cache(const TarSample& sample, std::vector<uint8_t> bytes) {
+  if (pipe_cache_members_ == 0) {
+    recycle(std::move(bytes));
+    return;
+  }
+  MemberKey key{sample.shard, sample.offset};
+  cache_[key] = std::move(bytes);
+  cache_order_.push_back(key);
+  // Entries already taken leave stale keys behind; erase() skips them.
+  while (cache_.size() > pipe_cache_members_ && !cache_order_.empty()) {
+    auto oldest = cache_.find(cache_order_.front());
+    if (oldest != cache_.end()) {
+      recycle(std::move(oldest->second));
+      cache_.erase(oldest);
+    }
+    cache_order_.pop_front();
+  }
+  if (cache_order_.size() > 4 * pipe_cache_members_ + 1024) {
+    std::deque<MemberKey> live;
+    for (const MemberKey& k : cache_order_) {
+      if (cache_.count(k)) live.push_back(k);
+    }
+    cache_order_.swap(live);
+  }
+}
+
+std::vector<uint8_t> TarMemberReader::take_buffer(size_t size) {
+  std::vector<uint8_t> buffer;
+  if (!spare_.empty()) {
+    buffer.swap(spare_.back());
+    spare_.pop_back();
+  }
+  buffer.resize(size);  // zero-fills only beyond the recycled size
+  return buffer;
+}
+
+void TarMemberReader::recycle(std::vector<uint8_t>&& buffer) {
+  constexpr size_t kSpareBuffers = 64;
+  if (spare_.size() < kSpareBuffers && buffer.capacity() > 0) {
+    spare_.push_back(std::move(buffer));
+  }
+}
+
+void TarMemberReader::fail_short(const TarSample& sample, size_t got) const {
+  throw IoError("ringloader: shard " + index_.shards[sample.shard] +
+                " is truncated in member '" + sample.image_name + "' (read " +
+                std::to_string(got) + " of " + std::to_string(sample.size) +
+                " bytes at offset " + std::to_string(sample.offset) + ")");
+}
+
+int64_t TarMemberReader::pipe_commands() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pipe_commands_;
+}
+
+int64_t TarMemberReader::pipe_restarts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pipe_restarts_;
+}
+
+uint64_t TarMemberReader::pipe_bytes_streamed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uint64_t total = pipe_bytes_closed_;
+  for (const PipeShard& pipe : pipes_) total += pipe.input ? pipe.input->position() : 0;
+  return total;
+}
+
+}  // namespace ringloader::data

@@ -1,0 +1,78 @@
+// Reads one sample's image bytes out of its shard, in a worker.
+//
+// Local shards: pread at the indexed offset (open files are kept, a bounded
+// number). pipe: shards can only be read forward, and the epoch order asks
+// for members a little out of archive order (the shuffle buffer), so each
+// open shard keeps its command running, and members the stream passes on
+// its way to a requested one are kept in a look-back cache until asked for.
+// The cache holds at most 2 x shuffle_buffer + 256 members (oldest dropped
+// first): the same order of memory as WebDataset's own per-worker shuffle
+// buffer. Only a member older than the cache restarts a command (counted).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loader/data/shard_input.h"
+#include "loader/data/tar_index.h"
+
+namespace ringloader::data {
+
+class TarMemberReader {
+ public:
+  // pipe_cache_members < 0: 2 x shuffle_buffer + 256.
+  explicit TarMemberReader(const TarIndex& index, int64_t pipe_cache_members = -1);
+
+  // Thread-safe. Throws IoError naming the shard and member when the bytes
+  // are not there any more (shard shrank, command failed).
+  void read(int64_t sample, std::vector<uint8_t>& out);
+
+  // pipe: figures: commands started, restarts to go backwards (included in
+  // the commands), bytes read from commands (skipped ones included).
+  int64_t pipe_commands() const;
+  int64_t pipe_restarts() const;
+  uint64_t pipe_bytes_streamed() const;
+
+ private:
+  using MemberKey = std::pair<int32_t, uint64_t>;  // (shard, offset)
+  struct PipeShard {
+    int32_t shard = 0;
+    std::unique_ptr<PipeInput> input;
+  };
+
+  std::shared_ptr<FileInput> file(int32_t shard);
+  void read_pipe(const TarSample& sample, std::vector<uint8_t>& out);
+  PipeShard& pipe_shard(int32_t shard);
+  void close_stream(PipeShard& pipe);
+  void stream_to(PipeShard& pipe, const TarSample& target);
+  void cache(const TarSample& sample, std::vector<uint8_t> bytes);
+  // Buffers are recycled: fresh 50-100 KiB allocations cost a zero fill and
+  // page faults that would dominate reading from a pipe.
+  std::vector<uint8_t> take_buffer(size_t size);
+  void recycle(std::vector<uint8_t>&& buffer);
+  [[noreturn]] void fail_short(const TarSample& sample, size_t got) const;
+
+  const TarIndex& index_;
+  const size_t pipe_cache_members_;
+  std::vector<int64_t> shard_first_;  // first sample index of each shard
+  mutable std::mutex mutex_;
+  // Most-recently-used first; bounded so thousands of shards never exhaust
+  // file descriptors (and pipes never pile up).
+  std::list<std::pair<int32_t, std::shared_ptr<FileInput>>> files_;
+  std::list<PipeShard> pipes_;
+  std::map<MemberKey, std::vector<uint8_t>> cache_;
+  std::deque<MemberKey> cache_order_;  // insertion order, for dropping
+  std::vector<std::vector<uint8_t>> spare_;
+  int64_t pipe_commands_ = 0;
+  int64_t pipe_restarts_ = 0;
+  uint64_t pipe_bytes_closed_ = 0;  // streamed by commands already closed
+};
+
+}  // namespace ringloader::data

@@ -1,0 +1,29 @@
+// Walks a tar shard member by member, reading only headers (and the small
+// members the caller asks for): local shards seek over member data.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "loader/data/shard_input.h"
+
+namespace ringloader::data {
+
+struct TarMember {
+  std::string name;     // after GNU long names and pax "path"
+  uint64_t offset = 0;  // of the data, from the start of the shard
+  uint64_t size = 0;
+  std::string data;     // filled only when the caller wanted it
+};
+
+// Calls on_file for each regular file in archive order. `want_data(name)`
+// says which members' bytes to read (e.g. ".cls" labels). Directories and
+// pax global headers are skipped. Throws IoError naming `shard` and the
+// member for: a corrupt header, a link/device/other member type, a member
+// or shard cut short (truncated), a failed pipe: command.
+void walk_tar(ShardInput& input, const std::string& shard,
+              const std::function<bool(const std::string&)>& want_data,
+              const std::function<void(TarMember&&)>& on_file);
+
+}  // namespace ringloader::data

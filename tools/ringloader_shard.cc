@@ -1,0 +1,172 @@
+// ringloader-shard: turns a torchvision ImageFolder into WebDataset-style
+// tar shards that Dataset::tar_shards reads.
+//
+//   ringloader-shard /data/train '/data/shards/train-%06d.tar' \
+//       --max-count 10000 --max-size 1000000000 --shuffle --seed 0
+//
+// Each image becomes <n>.<ext> (its bytes as they are, n = its position in
+// the written order, 6+ digits) plus <n>.cls holding its class index as
+// text. Class names go to <first shard's folder>/classes.txt, one a line.
+// A shard ends before it would pass --max-count samples or --max-size bytes.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "loader/data/image_folder_scan.h"
+#include "loader/data/sample_source.h"
+#include "loader/data/tar_format.h"
+#include "loader/data/tar_writer.h"
+#include "loader/sampler/sampler.h"
+#include "ringloader/errors.h"
+
+namespace {
+
+using ringloader::OptionError;
+
+struct Arguments {
+  std::string root;
+  std::string pattern;
+  int64_t max_count = 10000;
+  uint64_t max_size = uint64_t{3} << 30;
+  bool shuffle = false;
+  uint64_t seed = 0;
+};
+
+const char kUsage[] =
+    "usage: ringloader-shard ROOT OUT_PATTERN [--max-count N] "
+    "[--max-size BYTES] [--shuffle] [--seed S]\n"
+    "  OUT_PATTERN holds one printf integer, e.g. 'out/train-%06d.tar'\n";
+
+int64_t parse_positive(const char* text, const char* option) {
+  char* end = nullptr;
+  long long value = std::strtoll(text, &end, 10);
+  if (*text == '\0' || *end != '\0' || value <= 0) {
+    throw OptionError(std::string(option) + " needs a positive integer, got '" + text + "'");
+  }
+  return value;
+}
+
+// "%d", "%06d", ...: the only conversion snprintf may see with one int.
+bool has_one_integer_field(const std::string& pattern) {
+  size_t percent = pattern.find('%');
+  if (percent == std::string::npos || pattern.find('%', percent + 1) != std::string::npos) {
+    return false;
+  }
+  size_t end = pattern.find_first_not_of("0123456789", percent + 1);
+  return end != std::string::npos && pattern[end] == 'd';
+}
+
+Arguments parse(int argc, char** argv) {
+  Arguments args;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) throw OptionError(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--max-count") args.max_count = parse_positive(value(), "--max-count");
+    else if (arg == "--max-size") args.max_size = parse_positive(value(), "--max-size");
+    else if (arg == "--shuffle") args.shuffle = true;
+    else if (arg == "--seed") args.seed = std::strtoull(value(), nullptr, 10);
+    else if (arg == "-h" || arg == "--help") throw OptionError("");
+    else if (!arg.empty() && arg[0] == '-') throw OptionError("unknown option " + arg);
+    else positional.push_back(arg);
+  }
+  if (positional.size() != 2) throw OptionError("expected ROOT and OUT_PATTERN");
+  args.root = positional[0];
+  args.pattern = positional[1];
+  if (!has_one_integer_field(args.pattern)) {
+    throw OptionError("OUT_PATTERN must hold exactly one %d-style field, e.g. %06d");
+  }
+  return args;
+}
+
+std::string shard_name(const std::string& pattern, int shard) {
+  char name[4096];
+  std::snprintf(name, sizeof(name), pattern.c_str(), shard);
+  return name;
+}
+
+std::string lowercase_extension(const std::string& path) {
+  size_t slash = path.rfind('/');
+  size_t dot = path.rfind('.');
+  std::string extension = dot == std::string::npos ||
+                                  (slash != std::string::npos && dot < slash)
+                              ? ""
+                              : path.substr(dot);
+  for (char& c : extension) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return extension;
+}
+
+void write_classes(const std::string& first_shard,
+                   const std::vector<std::string>& classes) {
+  size_t slash = first_shard.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : first_shard.substr(0, slash);
+  std::ofstream out(folder + "/classes.txt");
+  for (const std::string& name : classes) out << name << "\n";
+  if (!out) throw ringloader::IoError("cannot write " + folder + "/classes.txt");
+}
+
+int run(const Arguments& args) {
+  auto scan = ringloader::data::scan_image_folder(args.root);
+  const int64_t n = static_cast<int64_t>(scan.samples.size());
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  if (args.shuffle) {
+    order = ringloader::sampler::shuffled_indices(n, args.seed, 0);
+  } else {
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+  }
+  const int digits = std::max<int>(6, static_cast<int>(std::to_string(n).size()));
+  std::unique_ptr<ringloader::data::TarWriter> writer;
+  int shards = 0;
+  int64_t in_shard = 0;
+  std::vector<uint8_t> bytes;
+  for (int64_t position = 0; position < n; ++position) {
+    const auto& sample = scan.samples[order[position]];
+    ringloader::data::read_file(sample.path, bytes);
+    std::string label = std::to_string(sample.label);
+    uint64_t cost = 2 * ringloader::data::kTarBlock +
+                    ringloader::data::tar_padded(bytes.size()) +
+                    ringloader::data::tar_padded(label.size());
+    if (!writer || in_shard >= args.max_count ||
+        (in_shard > 0 && writer->bytes_written() + cost > args.max_size)) {
+      if (writer) writer->close();
+      writer = std::make_unique<ringloader::data::TarWriter>(shard_name(args.pattern, shards++));
+      in_shard = 0;
+    }
+    char key[32];
+    std::snprintf(key, sizeof(key), "%0*lld", digits, static_cast<long long>(position));
+    writer->add(key + lowercase_extension(sample.path), bytes.data(), bytes.size());
+    writer->add(std::string(key) + ".cls", label.data(), label.size());
+    ++in_shard;
+  }
+  if (writer) writer->close();
+  write_classes(shard_name(args.pattern, 0), scan.classes);
+  std::printf("ringloader-shard: %lld samples, %zu classes -> %d shards (%s)\n",
+              static_cast<long long>(n), scan.classes.size(), shards,
+              shard_name(args.pattern, 0).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const OptionError& error) {
+    if (*error.what()) std::fprintf(stderr, "ringloader-shard: %s\n", error.what());
+    std::fputs(kUsage, stderr);
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "ringloader-shard: %s\n", error.what());
+    return 1;
+  }
+}
