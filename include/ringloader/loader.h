@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include <torch/types.h>
 
 #include "ringloader/dataset.h"
@@ -86,8 +87,18 @@ struct LoaderOptions {
   // with replacement can list more than the dataset holds). 0: dataset size.
   int64_t max_samples_per_epoch = 0;
 
+  // --- Distributed training (torchrun) ---
+  // This process's rank and the number of ranks. Each rank iterates a
+  // disjoint shard of one permutation per (seed, epoch), padded like torch's
+  // DistributedSampler (every world_size-th index, wrapping around) so all
+  // ranks get the same number of batches. -1 reads $RANK / $WORLD_SIZE when
+  // set, else 0 / 1. Orders given through set_order() are used as they are.
+  int rank = -1;
+  int world_size = -1;
+
   // --- GPU stage (used when built with the CUDA Toolkit and a GPU exists) ---
-  // "cpu" keeps batches on the host. "cuda" / "cuda:N" copies each ready
+  // "cpu" keeps batches on the host. "cuda" (GPU $LOCAL_RANK when set, else
+  // 0) / "cuda:N" copies each ready
   // batch into one of `device_slots` buffers on GPU N, on a dedicated copy
   // stream; the current stream waits on the copy's event (no host sync).
   // Throws OptionError at construction if that device cannot be used.
@@ -138,6 +149,35 @@ struct LoaderStats {
   std::string to_string() const;
 };
 
+// Where a Loader is in its epochs, between two batches: enough for a fresh
+// Loader with the same configuration to go on with the remaining batches of
+// the epoch, byte for byte, then the next epochs as usual (like torchdata's
+// StatefulDataLoader). Plain data; to_json() / from_json() for checkpoints.
+struct LoaderState {
+  static constexpr int kVersion = 1;
+  int version = kVersion;
+  int64_t epoch = 0;             // the epoch in progress, or the next one
+  int64_t batches_consumed = 0;  // batches of `epoch` already handed out
+  int64_t batches_in_epoch = 0;
+  // The configuration the position is only meaningful for.
+  uint64_t seed = 0;
+  int64_t dataset_size = 0;
+  // batch_size, shuffle, drop_last, rank, world_size and a hash of the
+  // dataset description and pipeline, as text (num_workers is not in it:
+  // bytes do not depend on it, so a job may resume with other workers).
+  std::string options_fingerprint;
+  // The epoch's order when it came from set_order() (a caller's sampler);
+  // empty for the built-in sampler, which recomputes it from the seed.
+  std::vector<int64_t> order;
+  // Hash of the epoch's whole order: a resumed epoch whose order differs
+  // (a sampler that cannot be reproduced) is refused, not silently mixed.
+  uint64_t order_hash = 0;
+
+  nlohmann::json to_json() const;
+  // Throws OptionError for a malformed state or another version.
+  static LoaderState from_json(const nlohmann::json& state);
+};
+
 class Loader {
  public:
   // Validates everything here (OptionError / IoError), creates the ring and
@@ -159,6 +199,18 @@ class Loader {
   // torch's DataLoader). Throws OptionError for an index outside the dataset
   // or more than max_samples_per_epoch indices.
   void set_order(std::vector<int64_t> indices);
+
+  // The position between batches: the epoch in progress and how many of its
+  // batches were handed out (batches staged on a GPU but not yet handed out
+  // do not count), or the next epoch and 0 when none is in progress.
+  LoaderState state_dict() const;
+  // Makes the next epoch started be `state.epoch`, skipping (never decoding)
+  // its first `state.batches_consumed` batches; an epoch the state saw to
+  // its end is skipped whole (the next is state.epoch + 1). set_epoch() with
+  // another epoch afterwards drops the position. Throws OptionError when the
+  // state belongs to another configuration (seed, dataset, batch size,
+  // shuffle, drop_last, rank, world_size, pipeline), naming what differs.
+  void load_state_dict(const LoaderState& state);
 
   // Batches per epoch (len(DataLoader)).
   int64_t size() const;
@@ -209,5 +261,11 @@ class Loader {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// The built-in sampler's order for `epoch` on this rank: the dataset indices
+// a Loader with these options (shuffle, drop_last, seed, rank, world_size,
+// batch_size) iterates, for callers that iterate a dataset themselves.
+std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
+                                 int64_t epoch);
 
 }  // namespace ringloader

@@ -18,6 +18,10 @@ void Loader::set_epoch(int64_t epoch) { impl_->set_epoch(epoch); }
 void Loader::set_order(std::vector<int64_t> indices) {
   impl_->set_order(std::move(indices));
 }
+LoaderState Loader::state_dict() const { return impl_->state_dict(); }
+void Loader::load_state_dict(const LoaderState& state) {
+  impl_->load_state_dict(state);
+}
 int64_t Loader::size() const { return impl_->size(); }
 const SampleShape& Loader::sample_shape() const { return impl_->shape(); }
 const LoaderOptions& Loader::options() const { return impl_->options(); }

@@ -7,20 +7,12 @@
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/batch_lease.h"
+#include "loader/trainer/distributed.h"
 
 namespace ringloader {
 namespace {
 
-sampler::SamplerOptions sampler_options(int64_t dataset_size,
-                                        const LoaderOptions& options) {
-  sampler::SamplerOptions out;
-  out.dataset_size = dataset_size;
-  out.batch_size = options.batch_size;
-  out.shuffle = options.shuffle;
-  out.drop_last = options.drop_last;
-  out.seed = options.seed;
-  return out;
-}
+using trainer::sampler_options;
 
 // Tar shards shuffle shard order + a bounded buffer, so reads stay sequential.
 sampler::SamplerOptions with_shards(sampler::SamplerOptions out,
@@ -40,6 +32,7 @@ int default_intra_op_threads(const LoaderOptions& options) {
 }  // namespace
 
 LoaderOptions Loader::Impl::validate(LoaderOptions options) {
+  options = trainer::resolve_distributed(std::move(options));
   if (options.batch_size <= 0) {
     throw OptionError("ringloader: batch_size must be positive, got " +
                       std::to_string(options.batch_size));
@@ -228,30 +221,38 @@ void Loader::Impl::set_order(std::vector<int64_t> indices) {
 void Loader::Impl::set_epoch(int64_t epoch) {
   if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
   next_epoch_ = epoch;
+  if (resume_ && resume_->epoch != epoch) resume_.reset();  // another epoch
 }
 
 void Loader::Impl::start_epoch() {
   staged_.clear();  // device batches of an abandoned epoch
   epoch_ = next_epoch_++;
+  order_is_custom_ = pending_order_.has_value();
   if (pending_order_) {
     order_ = std::move(*pending_order_);
     pending_order_.reset();
   } else {
     sampler_.order_into(static_cast<uint64_t>(epoch_), order_, order_scratch_);
   }
+  batch_count_ = batches_for(order_.size());
+  // A restored position: the plan holds only the batches not yet consumed,
+  // so the skipped ones are never decoded (loader_state.cc).
+  epoch_offset_ = take_resume_offset();
+  const size_t first_sample = std::min(
+      order_.size(), static_cast<size_t>(epoch_offset_ * options_.batch_size));
   const uint64_t table = plans_published_++ % 2;
   std::atomic<int64_t>* entries = ring_->order_table(table);
-  for (size_t i = 0; i < order_.size(); ++i) {
-    entries[i].store(order_[i], std::memory_order_relaxed);
+  for (size_t i = first_sample; i < order_.size(); ++i) {
+    entries[i - first_sample].store(order_[i], std::memory_order_relaxed);
   }
-  batch_count_ = batches_for(order_.size());
   // publish_plan's release CAS makes the table visible to claimers, and
   // cancels whatever the previous epoch had claimed but we never took.
-  first_batch_ = protocol_->publish_plan(static_cast<uint64_t>(epoch_),
-                                         static_cast<uint64_t>(batch_count_),
-                                         order_.size(), table);
+  first_batch_ = protocol_->publish_plan(
+      static_cast<uint64_t>(epoch_),
+      static_cast<uint64_t>(batch_count_ - epoch_offset_),
+      order_.size() - first_sample, table);
   if (recovery_) recovery_->forget_before(first_batch_);
-  cursor_ = 0;
+  cursor_ = epoch_offset_;
   epoch_open_ = true;
 }
 
@@ -287,7 +288,8 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
     if (wait) epoch_open_ = false;
     return std::nullopt;
   }
-  const uint64_t batch_id = first_batch_ + static_cast<uint64_t>(cursor_);
+  const uint64_t batch_id =
+      first_batch_ + static_cast<uint64_t>(cursor_ - epoch_offset_);
   if (!wait) {
     const uint32_t slot_count = ring_->geometry().slot_count;
     uint32_t state = ring_->slot_for_batch(batch_id)

@@ -30,6 +30,10 @@ class Loader::Impl {
   void start_epoch();
   std::optional<Batch> next();
 
+  // Mid-epoch resume (loader_state.cc).
+  LoaderState state_dict() const;
+  void load_state_dict(const LoaderState& state);
+
   int64_t size() const;
   const SampleShape& shape() const { return shape_; }
   const LoaderOptions& options() const { return options_; }
@@ -50,6 +54,11 @@ class Loader::Impl {
   [[noreturn]] void raise_failure(uint64_t batch_id);
   void check_not_leased(uint64_t batch_id, uint32_t state);
   std::string describe_sample(int64_t index) const;
+  // loader_state.cc: the restored position's batches to skip in the epoch
+  // just started (0 without one), and what a state must match.
+  int64_t take_resume_offset();
+  void check_state_matches(const LoaderState& state) const;
+  std::string options_fingerprint() const;
 
   LoaderOptions options_;
   worker::WorkerConfig config_;
@@ -80,6 +89,12 @@ class Loader::Impl {
   std::vector<int64_t> order_;
   std::vector<int64_t> order_scratch_;  // reused: no per-epoch allocation
   std::optional<std::vector<int64_t>> pending_order_;
+  bool order_is_custom_ = false;  // order_ came from set_order()
+  // Batches of this epoch a restored state had consumed: the plan starts
+  // after them and cursor_ starts at them.
+  int64_t epoch_offset_ = 0;
+  std::optional<LoaderState> resume_;  // applies to the next epoch started
+  mutable std::string data_hash_;      // dataset + pipeline, computed once
 
   uint64_t created_ns_ = 0;
   uint64_t trainer_wait_ns_ = 0;

@@ -56,6 +56,8 @@ LoaderOptions options_from_dict(const py::dict& values) {
     else if (key == "max_batch_retries") options.max_batch_retries = value.cast<int>();
     else if (key == "on_error") options.on_error = value.cast<std::string>();
     else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
+    else if (key == "rank") options.rank = value.cast<int>();
+    else if (key == "world_size") options.world_size = value.cast<int>();
     else throw OptionError("ringloader: unknown loader option '" + key + "'");
   }
   return options;
@@ -78,6 +80,23 @@ py::dict stats_dict(const LoaderStats& stats) {
   out["worker_restarts"] = stats.worker_restarts;
   out["redone_batches"] = stats.redone_batches;
   return out;
+}
+
+// Loader states cross as dicts of plain values (JSON's), ready for
+// torch.save; the order stays a list here and becomes a tensor in Python.
+py::object json_module() { return py::module_::import("json"); }
+
+py::dict state_to_dict(const LoaderState& state) {
+  return json_module().attr("loads")(state.to_json().dump());
+}
+
+LoaderState state_from_dict(const py::dict& state) {
+  std::string text = py::str(json_module().attr("dumps")(state));
+  try {
+    return LoaderState::from_json(nlohmann::json::parse(text));
+  } catch (const nlohmann::json::exception& e) {
+    throw OptionError(std::string("ringloader: unreadable loader state: ") + e.what());
+  }
 }
 
 py::object next_batch(Loader& loader) {
@@ -147,6 +166,11 @@ PYBIND11_MODULE(_ringloader, module) {
   }, py::arg("pipeline_json"), py::arg("encoded"), py::arg("mode") = "RGB",
      py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0);
 
+  module.def("epoch_order", [](int64_t dataset_size, const py::dict& options,
+                                int64_t epoch) {
+    return epoch_order(dataset_size, options_from_dict(options), epoch);
+  }, py::arg("dataset_size"), py::arg("options"), py::arg("epoch"));
+
   py::class_<WorkerEndpoint::Task>(module, "WorkerTask")
       .def_readonly("batch_id", &WorkerEndpoint::Task::batch_id)
       .def_readonly("epoch", &WorkerEndpoint::Task::epoch)
@@ -199,6 +223,10 @@ PYBIND11_MODULE(_ringloader, module) {
         loader.begin_epoch();
       })
       .def("next", &next_batch)
+      .def("state_dict", [](const Loader& loader) { return state_to_dict(loader.state_dict()); })
+      .def("load_state_dict", [](Loader& loader, const py::dict& state) {
+        loader.load_state_dict(state_from_dict(state));
+      })
       .def("__len__", &Loader::size)
       .def("stats", [](const Loader& loader) { return stats_dict(loader.stats()); })
       .def("stats_text", [](const Loader& loader) { return loader.stats().to_string(); })

@@ -7,7 +7,8 @@ from torch.utils import dlpack as _dlpack
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
-from . import _ringloader
+from . import _ringloader, _state
+from ._distributed import ShardSampler, resolve_rank
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -33,7 +34,23 @@ class DataLoader:
       not have: it is refused for them;
     * ``batch_size=None`` (unbatched loading) is refused;
     * ``seed`` (ringloader's own) keys augmentation randomness per sample;
-      by default it derives from ``generator`` or torch's initial seed.
+      by default it derives from ``generator`` or torch's initial seed (0
+      when sharded, so that every rank shares it).
+
+    Distributed training: ``distributed=True`` (or an explicit ``rank`` /
+    ``world_size``) gives this process a disjoint shard of one permutation
+    per (seed, epoch), padded like ``DistributedSampler`` so all ranks get
+    the same number of batches. Rank and world size come from the arguments,
+    else the initialised ``torch.distributed`` group, else ``$RANK`` /
+    ``$WORLD_SIZE``. Without shuffle the order equals
+    ``DistributedSampler(shuffle=False)``'s; with shuffle the permutation is
+    ringloader's own (Philox keyed by seed and epoch), not torch's generator.
+    Passing a ``DistributedSampler`` as ``sampler`` works as with torch.
+
+    ``state_dict()`` / ``load_state_dict()`` save and restore the position
+    between batches (like torchdata's StatefulDataLoader): a fresh loader
+    with the same configuration goes on with the remaining batches of the
+    epoch, byte for byte, then the next epochs.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
@@ -43,7 +60,7 @@ class DataLoader:
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
                  ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
-                 max_batch_retries=2):
+                 max_batch_retries=2, distributed=False, rank=None, world_size=None):
         if num_workers < 0:
             raise OptionError("num_workers option should be non-negative; "
                               "use num_workers=0 to disable multiprocessing.")
@@ -83,6 +100,12 @@ class DataLoader:
         if on_error == "skip" and not _is_native(dataset):
             raise OptionError("on_error='skip' needs a ringloader.datasets dataset; "
                               "a Python dataset's __getitem__ decides what to skip")
+        sharded = distributed or rank is not None or world_size is not None
+        if sharded and sampler is not None:
+            raise OptionError("ringloader: sampler option is mutually exclusive with "
+                              "distributed / rank / world_size (a DistributedSampler "
+                              "shards on its own)")
+        self.rank, self.world_size = resolve_rank(distributed, rank, world_size)
 
         self.dataset = dataset
         self.batch_size = batch_size
@@ -94,27 +117,34 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.generator = generator
         self.collate_fn = collate_fn
+        if seed is None:
+            seed = (generator.initial_seed() if generator is not None
+                    else 0 if sharded else torch.initial_seed())
+        self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
         # Tar shards shuffle natively (shard order + a seeded buffer), so
         # workers read each shard front to back.
         native_shuffle = bool(shuffle) and sampler is None and getattr(
             dataset, "ringloader_native_shuffle", False)
-        if sampler is None:
+        if sharded:
+            sampler = ShardSampler(len(dataset), {
+                "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
+                "world_size": self.world_size})
+        elif sampler is None:
             sampler = (RandomSampler(dataset, generator=generator)
                        if shuffle and not native_shuffle else SequentialSampler(dataset))
         self.sampler = sampler
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        self._sequential = type(sampler) is SequentialSampler
-        if seed is None:
-            seed = generator.initial_seed() if generator is not None else torch.initial_seed()
-        self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+        # The C++ sampler makes the order itself (no set_order per epoch).
+        self._builtin_order = sharded or type(sampler) is SequentialSampler
         if ring_slots == 0 and prefetch_factor is not None:
             ring_slots = max(2, num_workers * prefetch_factor + 2)
         options = {
             "batch_size": int(batch_size), "num_workers": int(num_workers),
             "drop_last": bool(drop_last), "seed": self.seed,
-            "shuffle": native_shuffle,
             "ring_slots": int(ring_slots),
             "max_samples_per_epoch": max(len(dataset), _sampler_len(sampler)),
+            "rank": self.rank, "world_size": self.world_size,
+            "shuffle": bool(sharded and shuffle) or native_shuffle,
         }
         if timeout:
             options["timeout_s"] = float(timeout)
@@ -135,6 +165,9 @@ class DataLoader:
             self._native, self._layout = _python_dataset_loader(
                 dataset, options, worker_init_fn, self.seed)
         self._epoch = 0
+        self._resume = None      # a loaded state, for the next epoch started
+        self._in_process = None  # the in-process iterator of the epoch in progress
+        self._epoch_open = False  # an epoch started and not yet run to its end
 
     def __len__(self):
         return len(self.batch_sampler)
@@ -144,21 +177,67 @@ class DataLoader:
         epoch passed on to the sampler if it has set_epoch, like
         DistributedSampler). Without a call, each iteration advances it."""
         self._epoch = int(epoch)
+        if self._resume is not None and self._resume["epoch"] != self._epoch:
+            self._resume = None  # another epoch: the saved position is moot
+        if self._native is not None:
+            self._native.set_epoch(self._epoch)
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(int(epoch))
 
     def __iter__(self):
+        epoch, resume = self._epoch, self._resume
+        self._resume = None
+        if resume is not None and resume["epoch"] != epoch:
+            resume = None
+        self._epoch = epoch + 1
+        self._epoch_open = True
         if self._native is None:  # a Python dataset with num_workers=0
-            return _InProcessIterator(self)
-        # Draw from the RNG exactly as torch's iterator does (its workers'
-        # base seed), so code after the loop sees the same random state.
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-        if not self._sequential:
-            self._native.set_order([int(i) for i in self.sampler])
-        self._native.set_epoch(self._epoch)
-        self._epoch += 1
+            self._in_process = _InProcessIterator(self, epoch, resume)
+            return self._in_process
+        if resume is None:
+            # Draw from the RNG exactly as torch's iterator does (its workers'
+            # base seed), so code after the loop sees the same random state.
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+            if not self._builtin_order:
+                self._native.set_order([int(i) for i in self.sampler])
+        # (Resuming, the native loader holds the saved order and position.)
+        self._native.set_epoch(epoch)
         self._native.start_epoch()
         return _Iterator(self)
+
+    def state_dict(self):
+        """The position between batches: the epoch in progress and how many
+        of its batches were handed out (or the next epoch), the epoch's
+        order when a torch sampler chose it, and the generators' states.
+        Plain values and tensors, for ``torch.save``."""
+        if self._native is not None:
+            return _state.native_state(self)
+        if self._in_process is not None:
+            return _state.in_process_state(self, self._in_process)
+        return _state.empty_state(self, self._epoch)
+
+    def load_state_dict(self, state):
+        """Makes the next iteration go on from ``state`` (taken by
+        ``state_dict()`` of a loader with the same dataset, batch size,
+        drop_last, seed, rank and world size; the number of workers may
+        differ): the remaining batches of the saved epoch, then the next
+        epochs. An epoch the state saw to its end is skipped. ``set_epoch``
+        with another epoch drops the position. Raises ValueError
+        (OptionError) for a state of another configuration."""
+        _state.check(self, state)
+        if self._native is not None:
+            self._native.load_state_dict(_state.native_dict(state))
+        _state.restore_generators(self, state)
+        epoch = int(state["epoch"])
+        complete = state["batches_consumed"] >= state["batches_in_epoch"]
+        # Between epochs there is nothing to skip: the next epoch draws its
+        # order from the restored generators as it would have.
+        self._resume = None if not state["in_progress"] else {
+            "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
+            "order": _state.order_list(state)}
+        self._epoch = epoch + 1 if complete else epoch
+        self._in_process = None
+        self._epoch_open = False
 
     def stats(self):
         """Where time went: images, wall, decode/transform/read seconds summed
@@ -186,6 +265,7 @@ class _Iterator:
     def __next__(self):
         batch = self._native.next()
         if batch is None:
+            self._loader._epoch_open = False
             raise StopIteration
         data = _dlpack.from_dlpack(batch[0])
         collate = self._loader.collate_fn
@@ -204,17 +284,40 @@ class _Iterator:
 
 
 class _InProcessIterator:
-    """num_workers=0 with a Python dataset: torch's own semantics, in process."""
+    """num_workers=0 with a Python dataset: torch's own semantics, in process.
+    The epoch's order is drawn up front (as torch's samplers draw it at the
+    first batch) so that state_dict() can carry it."""
 
-    def __init__(self, loader):
-        self._batches = iter(loader.batch_sampler)
+    def __init__(self, loader, epoch, resume):
         self._loader = loader
+        self.epoch = epoch
+        if resume is not None and resume["order"] is not None:
+            self.order = resume["order"]
+        elif isinstance(loader.sampler, ShardSampler):
+            self.order = loader.sampler.order(epoch)
+        else:
+            self.order = [int(i) for i in loader.sampler]
+        size = loader.batch_size
+        self.batches = [self.order[i:i + size] for i in range(0, len(self.order), size)]
+        if loader.drop_last and self.batches and len(self.batches[-1]) < size:
+            self.batches.pop()
+        self.consumed = 0 if resume is None else min(resume["batches_consumed"],
+                                                     len(self.batches))
 
     def __iter__(self):
         return self
 
+    def __len__(self):
+        return len(self.batches)
+
     def __next__(self):
-        indices = next(self._batches)
+        if self.consumed >= len(self.batches):
+            if self._loader._in_process is self:
+                self._loader._in_process = None
+                self._loader._epoch_open = False
+            raise StopIteration
+        indices = self.batches[self.consumed]
+        self.consumed += 1
         collate = self._loader.collate_fn or default_collate
         return collate([self._loader.dataset[i] for i in indices])
 

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <mutex>
+
 #include "classifier/options.h"
 
 namespace classifier {
@@ -39,6 +42,13 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model,
   }
   archive.write("history", to_tensor(table).view({-1, 5}));
   archive.write("step_losses", to_tensor(state.step_losses));
+  archive.write("loader_state", c10::IValue(state.loader_state));
+  // Dropout draws from torch's CPU generator: with its state, a resumed run
+  // repeats the uninterrupted one exactly (on CPU).
+  archive.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("epoch_running", to_tensor({state.epoch_loss_sum,
+                                            static_cast<double>(state.epoch_correct),
+                                            static_cast<double>(state.epoch_seen)}));
   const std::string temporary = path + ".tmp";
   archive.save_to(temporary);
   std::filesystem::rename(temporary, path);
@@ -83,6 +93,20 @@ CheckpointState load_checkpoint(const std::string& path,
       state.history.push_back({table[i], table[i + 1], table[i + 2], table[i + 3], table[i + 4]});
     }
     state.step_losses = from_tensor(step_losses);
+    // Checkpoints from before mid-epoch resume have neither.
+    if (archive.try_read("loader_state", value)) state.loader_state = value.toStringRef();
+    torch::Tensor running, rng;
+    if (archive.try_read("torch_rng", rng)) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(rng.cpu());
+    }
+    if (archive.try_read("epoch_running", running) && running.numel() == 3) {
+      std::vector<double> r = from_tensor(running);
+      state.epoch_loss_sum = r[0];
+      state.epoch_correct = static_cast<int64_t>(r[1]);
+      state.epoch_seen = static_cast<int64_t>(r[2]);
+    }
   } catch (const UsageError&) {
     throw;
   } catch (const std::exception& e) {

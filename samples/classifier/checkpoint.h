@@ -1,6 +1,7 @@
 // Checkpoints: model, optimizer, the epoch to resume at (the loader's
-// position: its shuffle and augmentation are a function of seed and epoch)
-// and the history so far, in one torch archive.
+// position: its shuffle and augmentation are a function of seed and epoch),
+// within it the loader's state when the checkpoint is taken mid-epoch, and
+// the history so far, in one torch archive.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,11 @@ struct CheckpointState {
   uint64_t seed = 0;
   std::vector<EpochRecord> history;
   std::vector<double> step_losses;  // every training step's loss
+  // Mid-epoch only (else empty / zero): ringloader::LoaderState as JSON
+  // text, and the running figures of epoch `next_epoch` so far.
+  std::string loader_state;
+  double epoch_loss_sum = 0;
+  int64_t epoch_correct = 0, epoch_seen = 0;
 };
 
 // Written to `path + ".tmp"` and renamed, so a crash never leaves half a file.

@@ -59,6 +59,9 @@ options:
   --threads N             torch intra-op threads (default: all cores)
   --device D              cpu, cuda or cuda:N (default cpu)
   --resume PATH           continue from a checkpoint written by this program
+                          (mid-epoch ones too: at the exact next batch)
+  --checkpoint-every N    also write a checkpoint every N training steps,
+                          with the loader's position (default: epoch ends)
   --limit-train N         train on a fixed random subset of N images
   --limit-test N          evaluate on a fixed random subset of N images
   --target-accuracy X     exit 1 if the final test accuracy is below X
@@ -91,6 +94,7 @@ Options parse_options(int argc, char** argv) {
       {"workers", [&](auto& n, auto& v) { o.workers = parse_int(n, v, 0); }},
       {"threads", [&](auto& n, auto& v) { o.threads = parse_int(n, v, 0); }},
       {"limit-train", [&](auto& n, auto& v) { o.limit_train = parse_int(n, v, 1); }},
+      {"checkpoint-every", [&](auto& n, auto& v) { o.checkpoint_every = parse_int(n, v, 0); }},
       {"limit-test", [&](auto& n, auto& v) { o.limit_test = parse_int(n, v, 1); }},
       {"target-accuracy", [&](auto& n, auto& v) {
          o.target_accuracy = parse_double(n, v);

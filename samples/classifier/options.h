@@ -20,6 +20,7 @@ struct Options {
   std::string cache;  // default: $XDG_CACHE_HOME/ringloader or ~/.cache/ringloader
   std::string out = "./ringloader-out";
   std::string resume;
+  int64_t checkpoint_every = 0;  // also checkpoint every N steps (0: epoch ends)
   std::string device = "cpu";
   int workers = 1;
   int threads = 0;       // torch intra-op threads; 0 = all cores

@@ -130,8 +130,16 @@ int train_and_evaluate(const Options& options, Experiment& e) {
   if (!options.resume.empty()) {
     state = load_checkpoint(options.resume, *e.model, optimizer, e.model->name(),
                             state.num_classes, device);
-    std::printf("resumed from %s at epoch %lld\n", options.resume.c_str(),
-                static_cast<long long>(state.next_epoch + 1));
+    int64_t batch = 0;
+    if (!state.loader_state.empty()) {  // taken mid-epoch: go on at its next batch
+      ringloader::LoaderState position =
+          ringloader::LoaderState::from_json(nlohmann::json::parse(state.loader_state));
+      train_loader.load_state_dict(position);
+      batch = position.batches_consumed;
+    }
+    std::printf("resumed from %s at epoch %lld, batch %lld\n", options.resume.c_str(),
+                static_cast<long long>(state.next_epoch + 1),
+                static_cast<long long>(batch + 1));
   }
   std::filesystem::create_directories(options.out);
   const std::string checkpoint_path = options.out + "/checkpoint.pt";
@@ -158,8 +166,12 @@ int train_and_evaluate(const Options& options, Experiment& e) {
     const double wait_before = train_loader.stats().trainer_wait_s;
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(e.epochs),
                     steps_per_epoch);
-    double loss_sum = 0;
-    int64_t correct = 0, seen = 0, done = 0;
+    // A mid-epoch checkpoint's figures so far (zero otherwise); the loader
+    // restored from it starts at batch `done`.
+    double loss_sum = state.epoch_loss_sum;
+    int64_t correct = state.epoch_correct, seen = state.epoch_seen;
+    int64_t done = state.loader_state.empty()
+        ? 0 : train_loader.state_dict().batches_consumed;
     for (ringloader::Batch& batch : train_loader) {
       if (!grid_saved) {  // one augmented batch, as the model sees it
         save_batch_grid(options.out + "/batch_grid.png", batch.data, batch.target,
@@ -181,6 +193,14 @@ int train_and_evaluate(const Options& options, Experiment& e) {
       correct += logits.argmax(1).eq(y).sum().item<int64_t>();
       seen += y.size(0);
       ++done;
+      if (options.checkpoint_every > 0 && done % options.checkpoint_every == 0 &&
+          done < steps_per_epoch) {
+        state.loader_state = train_loader.state_dict().to_json().dump();
+        state.epoch_loss_sum = loss_sum;
+        state.epoch_correct = correct;
+        state.epoch_seen = seen;
+        save_checkpoint(checkpoint_path, *e.model, optimizer, state);
+      }
       if (bar.due(done)) {
         double stall = (train_loader.stats().trainer_wait_s - wait_before) /
                        std::max(1e-9, bar.elapsed_s());
@@ -204,6 +224,9 @@ int train_and_evaluate(const Options& options, Experiment& e) {
     record.seconds = epoch_train_s;
     state.history.push_back(record);
     state.next_epoch = epoch + 1;
+    state.loader_state.clear();
+    state.epoch_loss_sum = 0;
+    state.epoch_correct = state.epoch_seen = 0;
     char remark[160];
     std::snprintf(remark, sizeof(remark), "| test loss %.4f acc %.2f%% | stall %.1f%%",
                   test.loss, 100 * test.accuracy, 100 * stall_share);

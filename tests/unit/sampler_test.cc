@@ -80,6 +80,25 @@ TEST(Sampler, DistributedRanksCoverEverythingWithEqualCounts) {
   }
 }
 
+TEST(Sampler, DistributedPaddingWrapsLikeTorch) {
+  // torch pads with indices[:padding] (repeated when the padding is longer
+  // than the dataset), then takes indices[rank::world]: 2 samples on 5
+  // ranks give rank r sample r % 2, one each.
+  for (int64_t rank = 0; rank < 5; ++rank) {
+    auto opts = options(2, 1, false);
+    opts.rank = rank;
+    opts.world_size = 5;
+    Sampler sampler(opts);
+    EXPECT_EQ(sampler.batches_per_epoch(), 1);
+    EXPECT_EQ(sampler.order(0), (std::vector<int64_t>{rank % 2}));
+  }
+  // 10 samples on 3 ranks: 4 each, positions 10 and 11 wrap to 0 and 1.
+  auto opts = options(10, 4, false);
+  opts.rank = 2;
+  opts.world_size = 3;
+  EXPECT_EQ(Sampler(opts).order(0), (std::vector<int64_t>{2, 5, 8, 1}));
+}
+
 TEST(Sampler, RejectsBadOptions) {
   EXPECT_THROW(Sampler(options(10, 0, false)), OptionError);
   auto opts = options(10, 2, false);

@@ -1,0 +1,92 @@
+"""DataLoader.state_dict() as plain values and tensors (for torch.save):
+the epoch in progress, the batches of it already handed out, the epoch's
+order when a torch sampler chose it, and the generators' states so the
+epochs after the resumed one draw the same orders."""
+import torch
+
+from ._ringloader import OptionError
+
+VERSION = 1
+
+
+def empty_state(loader, epoch):
+    return {"version": VERSION, "epoch": int(epoch), "in_progress": False,
+            "batches_consumed": 0,
+            "batches_in_epoch": len(loader), "order": None, "native": None,
+            "config": _config(loader), **_generator_states(loader)}
+
+
+def native_state(loader):
+    """The C++ loader's state (it knows the position); its order list
+    travels as an int64 tensor, a few bytes a sample."""
+    native = loader._native.state_dict()
+    order = native.pop("order")
+    state = empty_state(loader, native["epoch"])
+    state.update(in_progress=loader._epoch_open,
+                 batches_consumed=native["batches_consumed"],
+                 batches_in_epoch=native["batches_in_epoch"], native=native,
+                 order=torch.tensor(order, dtype=torch.int64) if order else None)
+    return state
+
+
+def in_process_state(loader, iterator):
+    state = empty_state(loader, iterator.epoch)
+    state.update(in_progress=True, batches_consumed=iterator.consumed,
+                 batches_in_epoch=len(iterator.batches),
+                 order=torch.tensor(iterator.order, dtype=torch.int64))
+    return state
+
+
+def check(loader, state):
+    """Refuses a state of another version or configuration (ValueError)."""
+    if not isinstance(state, dict) or state.get("version") != VERSION:
+        raise OptionError(f"ringloader: not a DataLoader state of version {VERSION}")
+    mine = _config(loader)
+    for key, value in state["config"].items():
+        if mine.get(key) != value:
+            raise OptionError(f"ringloader: the state was saved with {key}={value!r}, "
+                              f"this DataLoader has {mine.get(key)!r}; resume with "
+                              f"the same configuration")
+    if (state["native"] is None) != (loader._native is None):
+        raise OptionError("ringloader: the state was saved by a DataLoader of "
+                          "another kind (native workers vs in-process)")
+
+
+def native_dict(state):
+    """The C++ state back, with its order as a list."""
+    native = dict(state["native"])
+    order = state["order"]
+    native["order"] = [] if order is None else [int(i) for i in order.tolist()]
+    return native
+
+
+def restore_generators(loader, state):
+    if state["generator"] is not None and loader.generator is not None:
+        loader.generator.set_state(state["generator"])
+    own = _sampler_generator(loader)
+    if state["sampler_generator"] is not None and own is not None:
+        own.set_state(state["sampler_generator"])
+
+
+def order_list(state):
+    return None if state["order"] is None else [int(i) for i in state["order"].tolist()]
+
+
+def _config(loader):
+    return {"dataset_size": len(loader.dataset), "batch_size": loader.batch_size,
+            "drop_last": loader.drop_last, "seed": loader.seed,
+            "rank": loader.rank, "world_size": loader.world_size}
+
+
+def _sampler_generator(loader):
+    own = getattr(loader.sampler, "generator", None)
+    if isinstance(own, torch.Generator) and own is not loader.generator:
+        return own
+    return None
+
+
+def _generator_states(loader):
+    own = _sampler_generator(loader)
+    return {"generator": (loader.generator.get_state()
+                          if loader.generator is not None else None),
+            "sampler_generator": own.get_state() if own is not None else None}
