@@ -123,3 +123,37 @@ def test_truncated_shard_and_bad_pattern(tmp_path, shards):
         ringloader.datasets.TarShards(pattern)
     with pytest.raises(ringloader.OptionError, match="unbalanced"):
         ringloader.datasets.TarShards(str(tmp_path / "x-{0..3.tar"))
+
+
+def test_ranks_cover_tar_shards_once_with_equal_batch_counts(tmp_path):
+    """world sizes 1-3: each rank's samples (labels = sample numbers here)
+    are disjoint apart from DistributedSampler-style padding, their union
+    is the dataset, every rank gets the same number of batches, and each
+    rank reads a contiguous stretch of the shard order (with buffer 1:
+    20 samples of 10-sample shards span at most 3 of the 6)."""
+    path_pattern = str(tmp_path / "s-{0..5}.tar")
+    for s in range(6):
+        with tarfile.open(str(tmp_path / f"s-{s}.tar"), "w") as tar:
+            for n in range(s * 10, s * 10 + 10):
+                for ext, data in (("ppm", b"P6 2 2 255\n" + bytes(12)),
+                                  ("cls", str(n).encode())):
+                    info = tarfile.TarInfo(f"{n:06d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+    dataset = ringloader.datasets.TarShards(path_pattern, T.Compose([T.CenterCrop(2), T.ToTensor()]),
+                                            shuffle_buffer=1)
+    for world in (1, 2, 3):
+        seen, counts = [], []
+        for rank in range(world):
+            loader = ringloader.DataLoader(dataset, batch_size=4, shuffle=True, seed=5,
+                                           rank=rank, world_size=world)
+            labels = [int(v) for _, y in loader for v in y]
+            counts.append(len(loader))
+            seen.append(labels)
+            if world == 3:
+                assert len({v // 10 for v in labels}) <= 3, labels
+        assert len(set(counts)) == 1
+        flat = [v for labels in seen for v in labels]
+        assert sorted(set(flat)) == list(range(60))
+        padded = -(-60 // world) * world
+        assert len(flat) == padded
