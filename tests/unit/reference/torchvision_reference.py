@@ -135,6 +135,11 @@ def build_transform(op):
     return getattr(T, name)(**params)
 
 
+def fill_value(fill):
+    """ringloader's fill list as torchvision takes it: a number or a tuple."""
+    return fill[0] if len(fill) == 1 else tuple(fill)
+
+
 def run_step(image, step):
     import torchvision.transforms.functional as F
     fn = step["fn"]
@@ -155,6 +160,19 @@ def run_step(image, step):
         return F.hflip(image)
     if fn == "vflip":
         return F.vflip(image)
+    if fn in ("adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue"):
+        return getattr(F, fn)(image, step["factor"])
+    if fn == "gaussian_blur":
+        return F.gaussian_blur(image, step["kernel_size"], step["sigma"])
+    if fn == "affine":
+        return F.affine(image, step["angle"], step["translate"], step["scale"], step["shear"],
+                        interpolation(step["interpolation"]), fill_value(step["fill"]),
+                        step.get("center"))
+    if fn == "erase":
+        import torch
+        i, j, h, w = step["box"]
+        value = torch.tensor(step["value"], dtype=image.dtype)[:, None, None]
+        return F.erase(image, i, j, h, w, value)
     raise ValueError("unknown step " + fn)
 
 
