@@ -216,3 +216,18 @@ def test_unsupported_interpolation_is_an_option_error():
     data = encode(photo_like(20, 20), "PNG")
     with pytest.raises(ValueError, match="interpolation"):
         ours([tv.RandomRotation(10, tv.InterpolationMode.BICUBIC)], data)
+
+
+def test_new_ops_run_in_workers_with_the_same_bytes(image_folder):
+    import ringloader
+    pipeline = tv.Compose([tv.ColorJitter(0.3, 0.3, 0.3, 0.05), tv.Grayscale(1),
+                           tv.RandomAffine(10, translate=(0.1, 0.1), scale=(0.9, 1.1)),
+                           tv.CenterCrop(16), tv.GaussianBlur(3), tv.ToTensor(),
+                           tv.RandomErasing(p=0.5, value="random")])
+    dataset = ringloader.datasets.ImageFolder(image_folder, pipeline)
+    runs = []
+    for workers in (0, 2):
+        loader = ringloader.DataLoader(dataset, batch_size=6, num_workers=workers, seed=3)
+        runs.append([x.clone() for x, _ in loader])
+    assert runs[0][0].shape == (6, 1, 16, 16)
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
