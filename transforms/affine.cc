@@ -160,6 +160,58 @@ void affine_bilinear(const Image& in, const AffineMatrix& a, Image& out) {
   }
 }
 
+// Pillow's BICUBIC macro: a cubic through four samples at offset d.
+double cubic(double v1, double v2, double v3, double v4, double d) {
+  const double p1 = v2;
+  const double p2 = -v1 + v3;
+  const double p3 = 2 * (v1 - v2) + v3 - v4;
+  const double p4 = -v1 + v2 - v3 + v4;
+  return p1 + d * (p2 + d * (p3 + d * p4));
+}
+
+// ImagingGenericTransform with affine_transform and bicubic_filter8/32RGB:
+// rows outside the image repeat the row above, columns are clamped, the
+// result is clipped and truncated.
+void affine_bicubic(const Image& in, const AffineMatrix& a, Image& out) {
+  const int c = in.channels;
+  auto clip_x = [&](int x) { return x < 0 ? 0 : x < in.width ? x : in.width - 1; };
+  for (int y = 0; y < out.height; ++y) {
+    uint8_t* target = out.row(y);
+    for (int x = 0; x < out.width; ++x, target += c) {
+      const double px = x + 0.5, py = y + 0.5;
+      double xin = a[0] * px + a[1] * py + a[2];
+      double yin = a[3] * px + a[4] * py + a[5];
+      if (xin < 0.0 || xin >= in.width || yin < 0.0 || yin >= in.height) continue;
+      xin -= 0.5;
+      yin -= 0.5;
+      const int xi = pil_floor(xin), yi = pil_floor(yin);
+      const double dx = xin - xi, dy = yin - yi;
+      int columns[4];
+      for (int k = 0; k < 4; ++k) columns[k] = clip_x(xi - 1 + k) * c;
+      const int top = yi - 1;
+      const uint8_t* rows[4];
+      rows[0] = in.row(top < 0 ? 0 : top < in.height ? top : in.height - 1);
+      for (int k = 1; k < 4; ++k) {
+        const bool inside = top + k >= 0 && top + k < in.height;
+        rows[k] = inside ? in.row(top + k) : nullptr;  // nullptr: repeat the row above
+      }
+      for (int ch = 0; ch < c; ++ch) {
+        double v[4];
+        for (int k = 0; k < 4; ++k) {
+          if (k > 0 && !rows[k]) {
+            v[k] = v[k - 1];
+            continue;
+          }
+          const uint8_t* r = rows[k] + ch;
+          v[k] = cubic(r[columns[0]], r[columns[1]], r[columns[2]], r[columns[3]], dx);
+        }
+        const double value = cubic(v[0], v[1], v[2], v[3], dy);
+        target[ch] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
+      }
+    }
+  }
+}
+
 // Image.transpose(ROTATE_90 / ROTATE_180 / ROTATE_270); `quarter` 1, 2, 3.
 void transpose_rotate(const Image& in, int quarter, Image& out) {
   const int h = in.height, w = in.width, c = in.channels;
@@ -261,6 +313,8 @@ void affine_warp(const Image& in, int height, int width, const AffineMatrix& mat
   fill_with(out, fill);
   if (filter == WarpFilter::kBilinear) {
     affine_bilinear(in, matrix, out);
+  } else if (filter == WarpFilter::kBicubic) {
+    affine_bicubic(in, matrix, out);
   } else if (matrix[1] == 0 && matrix[3] == 0) {
     scale_affine(in, matrix, out);
   } else if (fits_fixed_point(matrix, 0, 0) && fits_fixed_point(matrix, width, height) &&

@@ -3,7 +3,8 @@
 // F._get_inverse_affine_matrix. Both end in Pillow 9.4's Geometry.c, whose
 // sampling is reproduced here: nearest through ImagingScaleAffine (no
 // rotation or shear), 16.16 fixed point (the usual case) or accumulated
-// doubles; bilinear through the generic per-pixel transform, truncating.
+// doubles; bilinear and bicubic through the generic per-pixel transform,
+// truncating.
 // Pixels that map outside the source keep the fill colour.
 #pragma once
 
@@ -19,7 +20,7 @@ namespace ringloader::transforms {
 // "data" for Transform.AFFINE: {a0, a1, a2, a3, a4, a5}.
 using AffineMatrix = std::array<double, 6>;
 
-enum class WarpFilter { kNearest, kBilinear };
+enum class WarpFilter { kNearest, kBilinear, kBicubic };
 
 // F._get_inverse_affine_matrix(center, angle, translate, scale, shear) in
 // Python's double arithmetic (angles in degrees).

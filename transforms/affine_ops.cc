@@ -47,9 +47,11 @@ std::array<double, 2> degrees(OpParams& p) {
 }
 
 WarpFilter filter(OpParams& p) {
-  return p.choice("interpolation", "nearest", {"nearest", "bilinear"}) == "bilinear"
-             ? WarpFilter::kBilinear
-             : WarpFilter::kNearest;
+  const std::string name =
+      p.choice("interpolation", "nearest", {"nearest", "bilinear", "bicubic"});
+  return name == "bilinear" ? WarpFilter::kBilinear
+         : name == "bicubic" ? WarpFilter::kBicubic
+                             : WarpFilter::kNearest;
 }
 
 // _parse_fill: int(x) per value, one value or one per channel.

@@ -134,7 +134,7 @@ Op GaussianBlur(std::vector<int> kernel_size,
                 std::pair<double, double> sigma = {0.1, 2.0});
 
 // Geometry (PIL's Image.rotate / Image.transform). interpolation: "nearest"
-// (default) or "bilinear". fill: one value or one per channel. expand makes
+// (default), "bilinear" or "bicubic". fill: one value or one per channel. expand makes
 // the output size depend on the angle, so a crop or Resize([h, w]) must
 // follow unless the angle is fixed.
 Op RandomRotation(std::pair<double, double> degrees,

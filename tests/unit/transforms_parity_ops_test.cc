@@ -126,7 +126,7 @@ TEST(TransformParityOps, RotationMatchesPil) {
       const std::vector<int> fill = mode == ColorMode::kRGB ? std::vector<int>{10, 200, 30}
                                                             : std::vector<int>{77};
       for (double angle : {0.0, 90.0, 180.0, 270.0, -90.0, 30.0, -45.5, 12.3, 200.0, 359.9}) {
-        for (const char* filter : {"nearest", "bilinear"}) {
+        for (const char* filter : {"nearest", "bilinear", "bicubic"}) {
           for (const auto& center : centers) {
             for (bool expand : {false, true}) {
               checks.push_back(deterministic(
@@ -155,7 +155,7 @@ TEST(TransformParityOps, AffineWithFixedRangesMatchesPil) {
   for (const char* image : {"rgb.png", "portrait.png", "tiny.png"}) {
     for (ColorMode mode : kModes) {
       for (const auto& c : cases) {
-        for (const char* filter : {"nearest", "bilinear"}) {
+        for (const char* filter : {"nearest", "bilinear", "bicubic"}) {
           for (const auto& center : std::vector<std::vector<double>>{{}, {5, 9}}) {
             checks.push_back(deterministic(
                 std::string("RandomAffine/") + filter, image, mode,
@@ -178,7 +178,7 @@ TEST(TransformParityOps, AffineOnTheDrawnParameters) {
     int height, width;
   };
   for (const Input image : {Input{"rgb.png", 45, 67}, Input{"large.jpg", 375, 500}}) {
-    for (const char* filter : {"nearest", "bilinear"}) {
+    for (const char* filter : {"nearest", "bilinear", "bicubic"}) {
       for (uint64_t index = 0; index < 6; ++index) {
         Op op = RandomAffine({-30, 30}, {0.2, 0.1}, {0.75, 1.25}, {-10, 10, -5, 5}, filter);
         transforms::OpParams params(op, 0);

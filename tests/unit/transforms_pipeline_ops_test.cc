@@ -88,8 +88,8 @@ TEST(PipelineOps, MistakesNameTheOpAndParameter) {
   EXPECT_HAS(error, "'contrast' must be (min, max)");
   error = option_error(op("Grayscale", {{"num_output_channels", 2}}));
   EXPECT_HAS(error, "(Grayscale): parameter 'num_output_channels' must be 1 or 3");
-  error = option_error(op("RandomRotation", {{"degrees", 10}, {"interpolation", "bicubic"}}));
-  EXPECT_HAS(error, "(RandomRotation): parameter 'interpolation' is 'bicubic'");
+  error = option_error(op("RandomRotation", {{"degrees", 10}, {"interpolation", "lanczos"}}));
+  EXPECT_HAS(error, "(RandomRotation): parameter 'interpolation' is 'lanczos'");
   error = option_error(op("RandomRotation", {}));
   EXPECT_HAS(error, "'degrees' is required");
   error = option_error(op("RandomAffine", {{"degrees", 0}, {"translate", {0.1, 2.0}}}));
