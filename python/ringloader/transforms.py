@@ -11,7 +11,7 @@ import numbers
 from ._ringloader import OptionError
 
 __all__ = [
-    "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
+    "Compose", "Resize", "CenterCrop", "Pad", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
     "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur",
     "RandomRotation", "RandomAffine", "RandomErasing", "from_torchvision",
@@ -107,6 +107,20 @@ class RandomCrop(_Op):
     def params(self):
         return {"size": self.size, "padding": self.padding,
                 "pad_if_needed": self.pad_if_needed, "fill": self.fill,
+                "padding_mode": self.padding_mode}
+
+
+class Pad(_Op):
+    name = "Pad"
+
+    def __init__(self, padding, fill=0, padding_mode="constant"):
+        self.padding = ([int(padding)] if isinstance(padding, numbers.Integral)
+                        else [int(p) for p in padding])
+        self.fill = [int(fill)] if isinstance(fill, numbers.Number) else [int(f) for f in fill]
+        self.padding_mode = padding_mode
+
+    def params(self):
+        return {"padding": self.padding, "fill": self.fill,
                 "padding_mode": self.padding_mode}
 
 
@@ -282,6 +296,7 @@ _TORCHVISION_CONVERTERS = {
     "Resize": lambda t: Resize(t.size, t.interpolation, t.max_size,
                                getattr(t, "antialias", None)),
     "CenterCrop": lambda t: CenterCrop(t.size),
+    "Pad": lambda t: Pad(t.padding, t.fill, t.padding_mode),
     "RandomCrop": lambda t: RandomCrop(t.size, t.padding, t.pad_if_needed,
                                        t.fill, t.padding_mode),
     "RandomResizedCrop": lambda t: RandomResizedCrop(t.size, t.scale, t.ratio,

@@ -231,3 +231,11 @@ def test_new_ops_run_in_workers_with_the_same_bytes(image_folder):
         runs.append([x.clone() for x, _ in loader])
     assert runs[0][0].shape == (6, 1, 16, 16)
     assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+@pytest.mark.parametrize("padding,mode", [(3, "constant"), ((2, 5), "reflect"),
+                                          ((1, 2, 3, 4), "edge"), (4, "symmetric")])
+def test_pad_converts_and_matches(padding, mode):
+    data = encode(photo_like(20, 26), "PNG")
+    pipeline = [tv.Pad(padding, fill=(5, 6, 7), padding_mode=mode)]
+    assert max_diff(ours(pipeline, data), theirs(pipeline, data)) == 0

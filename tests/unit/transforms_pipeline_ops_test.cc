@@ -158,3 +158,24 @@ TEST(PipelineOps, ErasingNoiseLandsInTheDrawnBox) {
 
 }  // namespace
 }  // namespace ringloader
+
+namespace ringloader {
+namespace {
+
+// torch's reflect padding refuses a kernel half as large as the image; so
+// does the blur, with an error a failed batch can carry.
+TEST(PipelineOps, BlurOfATooSmallImageSaysWhy) {
+  transforms::CompiledPipeline compiled(Pipeline{GaussianBlur(9)}, ColorMode::kRGB, 3, 5);
+  transforms::Image image(3, 5, 3), scratch;
+  std::vector<uint8_t> out(3 * 5 * 3);
+  SampleRng rng(1, 0, 0);
+  try {
+    compiled.run(image, scratch, rng, out.data());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_HAS(std::string(error.what()), "GaussianBlur: kernel size 9");
+  }
+}
+
+}  // namespace
+}  // namespace ringloader
