@@ -201,40 +201,51 @@ TEST(TransformParityOps, AffineOnTheDrawnParameters) {
 }
 
 // RandomErasing on the box our RNG drew, through F.erase, after ToTensor,
-// before and after Normalize, and after PILToTensor.
+// before and after Normalize, and after PILToTensor; RGB and L, two sizes.
 TEST(TransformParityOps, RandomErasingOnTheDrawnBox) {
   RINGLOADER_REQUIRE_REFERENCE();
-  const std::vector<double> mean = {0.485, 0.456, 0.406}, std = {0.229, 0.224, 0.225};
-  const nlohmann::json to_tensor = {{"fn", "transform"}, {"op", {{"op", "ToTensor"}}}};
-  const nlohmann::json normalize = {
-      {"fn", "transform"}, {"op", {{"op", "Normalize"}, {"mean", mean}, {"std", std}}}};
+  struct Input {
+    const char* name;
+    int height, width;
+    ColorMode mode;
+  };
   std::vector<Check> float_checks, byte_checks;
-  for (uint64_t index = 0; index < 8; ++index) {
-    const std::vector<double> value =
-        index % 2 ? std::vector<double>{0.25} : std::vector<double>{0.1, 0.9, 0.5};
-    transforms::ErasingParams params;
-    params.p = 1.0;
-    params.value = value;
-    SampleRng rng(kSeed, 0, index);
-    const auto box = transforms::draw_erasing_box(params, 3, 45, 67, rng, nullptr);
-    ASSERT_TRUE(box.erase);
-    const nlohmann::json erase = {
-        {"fn", "erase"}, {"box", {box.top, box.left, box.height, box.width}}, {"value", value}};
-    const Op erasing = RandomErasing(1.0, {0.02, 0.33}, {0.3, 3.3}, value);
-    float_checks.push_back({"RandomErasing/after_normalize", input_path("rgb.png"),
-                            ColorMode::kRGB, Pipeline{ToTensor(), Normalize(mean, std), erasing},
-                            {to_tensor, normalize, erase}, index});
-    float_checks.push_back({"RandomErasing/before_normalize", input_path("rgb.png"),
-                            ColorMode::kRGB, Pipeline{ToTensor(), erasing, Normalize(mean, std)},
-                            {to_tensor, erase, normalize}, index});
-    const std::vector<double> bytes = {index % 2 ? 7.0 : 200.0};
-    const nlohmann::json erase_bytes = {
-        {"fn", "erase"}, {"box", {box.top, box.left, box.height, box.width}}, {"value", bytes}};
-    byte_checks.push_back({"RandomErasing/uint8", input_path("rgb.png"), ColorMode::kRGB,
-                           Pipeline{PILToTensor(), RandomErasing(1.0, {0.02, 0.33}, {0.3, 3.3},
-                                                                  bytes)},
-                           {{{"fn", "transform"}, {"op", {{"op", "PILToTensor"}}}}, erase_bytes},
-                           index});
+  for (const Input image : {Input{"rgb.png", 45, 67, ColorMode::kRGB},
+                            Input{"portrait.png", 480, 361, ColorMode::kGray}}) {
+    const bool rgb = image.mode == ColorMode::kRGB;
+    const std::vector<double> mean = rgb ? std::vector<double>{0.485, 0.456, 0.406}
+                                         : std::vector<double>{0.45};
+    const std::vector<double> std = rgb ? std::vector<double>{0.229, 0.224, 0.225}
+                                        : std::vector<double>{0.3};
+    const nlohmann::json to_tensor = {{"fn", "transform"}, {"op", {{"op", "ToTensor"}}}};
+    const nlohmann::json normalize = {
+        {"fn", "transform"}, {"op", {{"op", "Normalize"}, {"mean", mean}, {"std", std}}}};
+    for (uint64_t index = 0; index < 8; ++index) {
+      const std::vector<double> value = index % 2 || !rgb ? std::vector<double>{0.25}
+                                                          : std::vector<double>{0.1, 0.9, 0.5};
+      transforms::ErasingParams params;
+      params.p = 1.0;
+      params.value = value;
+      SampleRng rng(kSeed, 0, index);
+      const auto box = transforms::draw_erasing_box(params, rgb ? 3 : 1, image.height,
+                                                    image.width, rng, nullptr);
+      ASSERT_TRUE(box.erase);
+      const nlohmann::json where = {box.top, box.left, box.height, box.width};
+      const nlohmann::json erase = {{"fn", "erase"}, {"box", where}, {"value", value}};
+      const Op erasing = RandomErasing(1.0, {0.02, 0.33}, {0.3, 3.3}, value);
+      float_checks.push_back({"RandomErasing/after_normalize", input_path(image.name),
+                              image.mode, Pipeline{ToTensor(), Normalize(mean, std), erasing},
+                              {to_tensor, normalize, erase}, index});
+      float_checks.push_back({"RandomErasing/before_normalize", input_path(image.name),
+                              image.mode, Pipeline{ToTensor(), erasing, Normalize(mean, std)},
+                              {to_tensor, erase, normalize}, index});
+      const std::vector<double> bytes = {index % 2 ? 7.0 : 200.0};
+      const nlohmann::json erase_bytes = {{"fn", "erase"}, {"box", where}, {"value", bytes}};
+      byte_checks.push_back(
+          {"RandomErasing/uint8", input_path(image.name), image.mode,
+           Pipeline{PILToTensor(), RandomErasing(1.0, {0.02, 0.33}, {0.3, 3.3}, bytes)},
+           {{{"fn", "transform"}, {"op", {{"op", "PILToTensor"}}}}, erase_bytes}, index});
+    }
   }
   run_checks(float_checks, 1e-6);
   run_checks(byte_checks, 0);
