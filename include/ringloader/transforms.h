@@ -5,7 +5,8 @@
 // construction (unknown op, bad parameter, output size that is not fixed all
 // throw OptionError there) and ships its JSON to spawned workers, which
 // rebuild it. Ops run on 8-bit images (HWC); ToTensor / PILToTensor end the
-// image part and decide the sample's dtype and layout:
+// image part (only Normalize and RandomErasing may follow) and decide the
+// sample's dtype and layout:
 //   no tensor op   -> uint8,   HWC  (channels last)
 //   PILToTensor()  -> uint8,   CHW
 //   ToTensor()     -> float32, CHW, scaled to [0, 1]; Normalize may follow.

@@ -4,10 +4,13 @@
 // parameters our RNG drew are replayed into torchvision's functionals.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
 #include "tests/unit/parity_checks.h"
 #include "transforms/affine_ops.h"
+#include "transforms/color_adjust.h"
 #include "transforms/color_ops.h"
 #include "transforms/random_erasing.h"
 
@@ -24,6 +27,30 @@ const char* kImages[] = {"rgb.png", "portrait.png", "tiny.png", "large.jpg", "od
 const ColorMode kModes[] = {ColorMode::kRGB, ColorMode::kGray};
 
 std::pair<double, double> fixed(double v) { return {v, v}; }
+
+// Pillow's Convert.c HSV conversions, on 2^20 triples covering every value
+// of each byte (every residue mod 16 of the 24-bit code).
+TEST(TransformParityOps, HsvConversionsMatchPillow) {
+  RINGLOADER_REQUIRE_REFERENCE();
+  const std::string dir = testing::scratch_dir() + "/hsv";
+  ASSERT_EQ(testing::run_python("hsv " + dir), 0);
+  const auto rgb = testing::read_bytes(dir + "/rgb_from_hsv.bin");
+  const auto hsv = testing::read_bytes(dir + "/hsv_from_rgb.bin");
+  ASSERT_EQ(rgb.size(), 3u << 20);
+  ASSERT_EQ(hsv.size(), 3u << 20);
+  size_t differing_rgb = 0, differing_hsv = 0;
+  for (uint32_t i = 0; i < (1u << 20); ++i) {
+    const uint32_t code = i * 16 + i % 16;
+    const uint8_t in[3] = {uint8_t(code >> 16), uint8_t(code >> 8), uint8_t(code)};
+    uint8_t out[3];
+    transforms::hsv_to_rgb(in, out);
+    differing_rgb += std::memcmp(out, &rgb[3 * i], 3) != 0;
+    transforms::rgb_to_hsv(in, out);
+    differing_hsv += std::memcmp(out, &hsv[3 * i], 3) != 0;
+  }
+  EXPECT_EQ(differing_rgb, 0u);
+  EXPECT_EQ(differing_hsv, 0u);
+}
 
 TEST(TransformParityOps, EachColorAdjustmentMatchesPil) {
   RINGLOADER_REQUIRE_REFERENCE();
