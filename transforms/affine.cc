@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace ringloader::transforms {
 namespace {
@@ -15,9 +16,19 @@ namespace {
 // CPython's math.radians: x * (pi / 180).
 constexpr double kDegreesToRadians = 3.14159265358979323846 / 180.0;
 
-// Pillow's COORD and FLOOR macros.
-int coord(double v) { return v < 0.0 ? -1 : static_cast<int>(v); }
+// Pillow's COORD and FLOOR macros, except that values no int can hold (huge
+// or NaN, from extreme shears or scales) map outside every image instead of
+// being undefined behaviour.
+int coord(double v) {
+  if (v < 0.0) return -1;
+  return v < 2147483647.0 ? static_cast<int>(v) : std::numeric_limits<int>::max();
+}
 int pil_floor(double v) { return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v); }
+
+// The filters' bounds check, false for NaN too.
+bool inside(double xin, double yin, const Image& in) {
+  return xin >= 0.0 && xin < in.width && yin >= 0.0 && yin < in.height;
+}
 
 // Python's float % (the result takes the divisor's sign).
 double python_mod(double x, double m) {
@@ -142,7 +153,7 @@ void affine_bilinear(const Image& in, const AffineMatrix& a, Image& out) {
       const double px = x + 0.5, py = y + 0.5;
       double xin = a[0] * px + a[1] * py + a[2];
       double yin = a[3] * px + a[4] * py + a[5];
-      if (xin < 0.0 || xin >= in.width || yin < 0.0 || yin >= in.height) continue;
+      if (!inside(xin, yin, in)) continue;
       xin -= 0.5;
       yin -= 0.5;
       const int xi = pil_floor(xin), yi = pil_floor(yin);
@@ -181,7 +192,7 @@ void affine_bicubic(const Image& in, const AffineMatrix& a, Image& out) {
       const double px = x + 0.5, py = y + 0.5;
       double xin = a[0] * px + a[1] * py + a[2];
       double yin = a[3] * px + a[4] * py + a[5];
-      if (xin < 0.0 || xin >= in.width || yin < 0.0 || yin >= in.height) continue;
+      if (!inside(xin, yin, in)) continue;
       xin -= 0.5;
       yin -= 0.5;
       const int xi = pil_floor(xin), yi = pil_floor(yin);
@@ -272,8 +283,10 @@ RotationPlan plan_rotation(int height, int width, double angle, bool expand,
       ymin = std::min(ymin, p[1]);
       ymax = std::max(ymax, p[1]);
     }
-    const int nw = static_cast<int>(std::ceil(xmax) - std::floor(xmin));
-    const int nh = static_cast<int>(std::ceil(ymax) - std::floor(ymin));
+    // The rotated box is at most width + height wide (NaN only from a
+    // non-finite angle, which the parameters refuse).
+    const int nw = static_cast<int>(std::min(std::ceil(xmax) - std::floor(xmin), 2.0 * (width + height)));
+    const int nh = static_cast<int>(std::min(std::ceil(ymax) - std::floor(ymin), 2.0 * (width + height)));
     const auto moved = apply(m, -static_cast<double>(nw - width) / 2.0,
                              -static_cast<double>(nh - height) / 2.0);
     m[2] = moved[0];

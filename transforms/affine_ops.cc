@@ -31,6 +31,10 @@ std::optional<std::array<double, 2>> optional_pair(OpParams& p, const std::strin
 // _setup_angle: a number x >= 0 means (-x, x); otherwise (min, max) pairs.
 std::vector<double> angle_ranges(OpParams& p, const std::string& key,
                                  std::vector<double> values) {
+  for (double v : values) {
+    // Drawn as float32, like torch: the range must be finite there.
+    if (!std::isfinite(static_cast<float>(v))) p.fail(key, "must be finite in float32");
+  }
   if (values.size() == 1) {
     if (values[0] < 0) p.fail(key, "must not be negative when a single number");
     return {-values[0], values[0]};
@@ -159,7 +163,9 @@ AffineParams affine_params(OpParams& p) {
   }
   out.scale = optional_pair(p, "scale");
   if (out.scale) {
-    if (!((*out.scale)[0] > 0 && (*out.scale)[1] > 0)) p.fail("scale", "must be positive");
+    const float low = static_cast<float>((*out.scale)[0]);
+    const float high = static_cast<float>((*out.scale)[1]);
+    if (!(low > 0 && std::isfinite(high))) p.fail("scale", "must be positive (in float32)");
     if ((*out.scale)[0] > (*out.scale)[1]) p.fail("scale", "must be (min, max)");
   }
   if (auto shear = optional_numbers(p, "shear", {1, 2, 4})) {

@@ -13,11 +13,13 @@ namespace ringloader::transforms {
 
 // Pillow's ImagingBlend for one byte: float32 `a + alpha * (b - a)`,
 // truncated, clipped to [0, 255] (clipping only matters when extrapolating).
+// (Written so that a NaN from an infinite factor gives 0, not undefined
+// behaviour; every other value is Pillow's.)
 inline uint8_t pil_blend(int a, int b, float alpha) {
   const float v = static_cast<float>(a) + alpha * static_cast<float>(b - a);
-  if (v <= 0.0f) return 0;
   if (v >= 255.0f) return 255;
-  return static_cast<uint8_t>(v);
+  if (v > 0.0f) return static_cast<uint8_t>(v);
+  return 0;
 }
 
 // ImageEnhance.Brightness: blend(black, image, factor).

@@ -79,7 +79,7 @@ void gaussian_blur(const Image& in, int kernel_x, int kernel_y, float sigma_x,
     uint8_t* target = out.row(y);
     for (size_t i = 0; i < row_values; ++i) {
       const double v = std::nearbyint(acc[i]);  // torch.round: half to even
-      target[i] = static_cast<uint8_t>(std::clamp(v, 0.0, 255.0));
+      target[i] = v >= 255.0 ? 255 : v > 0.0 ? static_cast<uint8_t>(v) : 0;
     }
   }
 }

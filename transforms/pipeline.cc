@@ -76,7 +76,8 @@ std::unique_ptr<ImageOp> gaussian_blur_op(OpParams& p) {
   }
   std::vector<double> sigma = p.numbers("sigma", {0.1, 2.0}, {1, 2});
   if (sigma.size() == 1) sigma.push_back(sigma[0]);
-  if (!(sigma[0] > 0 && sigma[0] <= sigma[1])) {
+  // Drawn as float32 (torch's uniform_): positive there too.
+  if (!(static_cast<float>(sigma[0]) > 0 && sigma[0] <= sigma[1])) {
     p.fail("sigma", "must be positive, a number or (min, max)");
   }
   return make_gaussian_blur(kernel[0], kernel.size() == 2 ? kernel[1] : kernel[0],

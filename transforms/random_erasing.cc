@@ -47,9 +47,10 @@ ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int heigh
     const double erase_area =
         area * static_cast<float>(rng.uniform(params.scale[0], params.scale[1]));
     const double aspect = std::exp(static_cast<float>(rng.uniform(log_low, log_high)));
-    const int h = static_cast<int>(std::nearbyint(std::sqrt(erase_area * aspect)));
-    const int w = static_cast<int>(std::nearbyint(std::sqrt(erase_area / aspect)));
-    if (!(h < height && w < width)) continue;
+    const double rounded_h = std::nearbyint(std::sqrt(erase_area * aspect));
+    const double rounded_w = std::nearbyint(std::sqrt(erase_area / aspect));
+    if (!(rounded_h < height && rounded_w < width)) continue;  // checked before the int cast
+    const int h = static_cast<int>(rounded_h), w = static_cast<int>(rounded_w);
     if (params.random_value && noise) {
       noise->resize(static_cast<size_t>(channels) * h * w);
       fill_normal(rng, *noise);
@@ -68,7 +69,10 @@ ErasingParams erasing_params(OpParams& p, int channels) {
   if (!(scale[0] >= 0 && scale[1] <= 1)) p.fail("scale", "must lie in [0, 1]");
   if (scale[0] > scale[1]) p.fail("scale", "must be (min, max)");
   auto ratio = p.numbers("ratio", {0.3, 3.3}, {2});
-  if (!(ratio[0] > 0)) p.fail("ratio", "must be positive");
+  // float32 logs of both ends must be finite, as torch takes them.
+  if (!(static_cast<float>(ratio[0]) > 0 && std::isfinite(static_cast<float>(ratio[1])))) {
+    p.fail("ratio", "must be positive and finite in float32");
+  }
   if (ratio[0] > ratio[1]) p.fail("ratio", "must be (min, max)");
   out.scale = {scale[0], scale[1]};
   out.ratio = {ratio[0], ratio[1]};

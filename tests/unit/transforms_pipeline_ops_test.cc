@@ -179,3 +179,34 @@ TEST(PipelineOps, BlurOfATooSmallImageSaysWhy) {
 
 }  // namespace
 }  // namespace ringloader
+
+namespace ringloader {
+namespace {
+
+// Extreme but accepted parameters (near-90 degree shears, tiny scales,
+// huge factors and ratios) give images, never undefined behaviour (the
+// sanitizer builds run this), and one valid for every size they promise.
+TEST(PipelineOps, ExtremeParametersStayDefined) {
+  const std::vector<Pipeline> pipelines = {
+      Pipeline{RandomAffine({0, 0}, {}, {}, {89.9999, 89.9999, -89.9999, -89.9999})},
+      Pipeline{RandomAffine({30, 30}, {}, {1e-30, 1e-30}, {}, "bilinear")},
+      Pipeline{RandomAffine({30, 30}, {}, {1e30, 1e30}, {}, "bicubic")},
+      Pipeline{RandomRotation({1e30, 1e30}, "bilinear")},
+      Pipeline{ColorJitter({1e30, 1e30}, {1e30, 1e30}, {1e30, 1e30}, {0.5, 0.5})},
+      Pipeline{ToTensor(), RandomErasing(1.0, {0.0, 1.0}, {1e-30, 1e30})},
+      Pipeline{GaussianBlur({5}, {1e-30, 1e30})}};
+  for (const Pipeline& pipeline : pipelines) {
+    SCOPED_TRACE(pipeline.to_json().dump());
+    transforms::CompiledPipeline compiled(pipeline, ColorMode::kRGB, 23, 37);
+    std::vector<uint8_t> out(compiled.output_shape().bytes());
+    for (uint64_t index = 0; index < 20; ++index) {
+      transforms::Image image(23, 37, 3), scratch;
+      for (size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t(i * 31);
+      SampleRng rng(1, 0, index);
+      compiled.run(image, scratch, rng, out.data());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringloader
