@@ -39,6 +39,17 @@ def pipelines(out):
         [{"op": "RandomCrop", "size": [10], "padding": [4], "pad_if_needed": True}],
         [{"op": "Resize", "size": [12]}, {"op": "CenterCrop", "size": [12]},
          {"op": "RandomVerticalFlip", "p": 1.0}],
+        [{"op": "ColorJitter", "brightness": 0.4, "contrast": [0.5, 1.5], "saturation": 0.4,
+          "hue": 0.1}, {"op": "RandomGrayscale", "p": 0.5}, {"op": "CenterCrop", "size": 9},
+         {"op": "Grayscale", "num_output_channels": 3}],
+        [{"op": "RandomRotation", "degrees": [-30, 30], "interpolation": "bilinear",
+          "expand": True, "center": [3, 4], "fill": [1, 2, 3]}, {"op": "CenterCrop", "size": 16},
+         {"op": "GaussianBlur", "kernel_size": [3, 5], "sigma": [0.1, 2.0]}],
+        [{"op": "RandomAffine", "degrees": 20, "translate": [0.1, 0.2], "scale": [0.8, 1.2],
+          "shear": [-5, 5, -3, 3], "interpolation": "bicubic", "fill": 7},
+         {"op": "CenterCrop", "size": [12, 10]}, {"op": "ToTensor"},
+         {"op": "RandomErasing", "p": 1.0, "value": "random"},
+         {"op": "Normalize", "mean": [0.5], "std": [0.2]}],
     ]
     for i, seed in enumerate(seeds):
         with open(os.path.join(out, f"seed{i}.json"), "w") as f:

@@ -11,6 +11,8 @@
 
 namespace ringloader::transforms {
 
+class OpParams;
+
 // One image op. It transforms `in` in place as far as the caller can tell:
 // the result is left in `in`; `out` is scratch it may resize (most ops
 // write there and swap the two, so no pixels are copied back).
@@ -20,6 +22,8 @@ class ImageOp {
   virtual void apply(Image& in, Image& out, SampleRng& rng) const = 0;
   // Output (height, width) for an input of (height, width); 0 = varies.
   virtual std::pair<int, int> output_size(int height, int width) const = 0;
+  // Output channels for `channels` in (Grayscale changes them; most ops keep).
+  virtual int output_channels(int channels) const { return channels; }
 };
 
 class CompiledPipeline {
@@ -39,7 +43,8 @@ class CompiledPipeline {
            void* destination) const;
 
  private:
-  struct TensorStage;  // ToTensor / PILToTensor / Normalize, fused
+  struct TensorStage;  // ToTensor / PILToTensor / Normalize, fused; RandomErasing
+  void add_erasing(OpParams& params, int channels);
   std::vector<std::unique_ptr<ImageOp>> image_ops_;
   std::unique_ptr<TensorStage> tensor_stage_;
   SampleShape shape_;

@@ -30,6 +30,7 @@ class OpParams {
 
   [[noreturn]] void fail(const std::string& key, const std::string& why) const;
   const Op& op() const { return op_; }
+  size_t position() const { return position_; }
 
  private:
   const nlohmann::json* find(const std::string& key);

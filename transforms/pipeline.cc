@@ -4,9 +4,13 @@
 #include <map>
 
 #include "ringloader/transforms.h"
+#include "transforms/affine_ops.h"
+#include "transforms/color_ops.h"
 #include "transforms/compiled_pipeline.h"
+#include "transforms/gaussian_blur.h"
 #include "transforms/image_ops.h"
 #include "transforms/op_params.h"
+#include "transforms/random_erasing.h"
 #include "transforms/tensor_stage.h"
 
 namespace ringloader {
@@ -17,6 +21,9 @@ struct CompiledPipeline::TensorStage {
   bool pil_to_tensor = false;
   std::vector<double> mean, std;
   std::unique_ptr<TensorWriter> writer;
+  // RandomErasing ops in order, each with whether Normalize comes after it.
+  std::vector<std::pair<ErasingParams, bool>> erasing;
+  std::vector<RandomErasing> erasers;
 };
 
 namespace {
@@ -62,6 +69,27 @@ std::array<double, 2> ordered_pair(OpParams& params, const std::string& key,
 
 using ImageOpFactory = std::function<std::unique_ptr<ImageOp>(OpParams&)>;
 
+std::unique_ptr<ImageOp> gaussian_blur_op(OpParams& p) {
+  std::vector<int> kernel = p.ints("kernel_size", {}, {1, 2}, true);
+  for (int k : kernel) {
+    if (k % 2 == 0) p.fail("kernel_size", "must be odd, got " + std::to_string(k));
+  }
+  std::vector<double> sigma = p.numbers("sigma", {0.1, 2.0}, {1, 2});
+  if (sigma.size() == 1) sigma.push_back(sigma[0]);
+  // Drawn as float32 (torch's uniform_): positive there too.
+  if (!(static_cast<float>(sigma[0]) > 0 && sigma[0] <= sigma[1])) {
+    p.fail("sigma", "must be positive, a number or (min, max)");
+  }
+  return make_gaussian_blur(kernel[0], kernel.size() == 2 ? kernel[1] : kernel[0],
+                            {sigma[0], sigma[1]});
+}
+
+std::unique_ptr<ImageOp> grayscale_op(OpParams& p) {
+  const double channels = p.number("num_output_channels", 1, 1, 3);
+  if (channels != 1 && channels != 3) p.fail("num_output_channels", "must be 1 or 3");
+  return make_grayscale(static_cast<int>(channels));
+}
+
 const std::map<std::string, ImageOpFactory>& image_op_factories() {
   static const std::map<std::string, ImageOpFactory> factories = {
       {"Resize", [](OpParams& p) {
@@ -98,6 +126,14 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandomVerticalFlip", [](OpParams& p) {
          return make_flip(false, p.number("p", 0.5, 0.0, 1.0));
        }},
+      {"ColorJitter", [](OpParams& p) { return make_color_jitter(color_jitter_ranges(p)); }},
+      {"Grayscale", grayscale_op},
+      {"RandomGrayscale", [](OpParams& p) {
+         return make_random_grayscale(p.number("p", 0.1, 0.0, 1.0));
+       }},
+      {"GaussianBlur", gaussian_blur_op},
+      {"RandomRotation", [](OpParams& p) { return make_random_rotation(rotation_params(p)); }},
+      {"RandomAffine", [](OpParams& p) { return make_random_affine(affine_params(p)); }},
   };
   return factories;
 }
@@ -105,7 +141,7 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
 std::string supported_ops() {
   std::string names;
   for (const auto& [name, factory] : image_op_factories()) names += name + ", ";
-  return names + "ToTensor, PILToTensor, Normalize";
+  return names + "ToTensor, PILToTensor, Normalize, RandomErasing";
 }
 
 }  // namespace
@@ -113,7 +149,7 @@ std::string supported_ops() {
 CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
                                    int height, int width)
     : tensor_stage_(std::make_unique<TensorStage>()) {
-  const int channels = mode == ColorMode::kGray ? 1 : 3;
+  int channels = mode == ColorMode::kGray ? 1 : 3;
   const auto& ops = pipeline.ops();
   for (size_t i = 0; i < ops.size(); ++i) {
     OpParams params(ops[i], i);
@@ -128,6 +164,7 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
       tensor_op("is an image op after ToTensor/PILToTensor");
       image_ops_.push_back(factory->second(params));
       std::tie(height, width) = image_ops_.back()->output_size(height, width);
+      channels = image_ops_.back()->output_channels(channels);
     } else if (ops[i].name == "ToTensor" || ops[i].name == "PILToTensor") {
       tensor_op("follows another tensor op");
       (ops[i].name == "ToTensor" ? tensor_stage_->to_tensor : tensor_stage_->pil_to_tensor) = true;
@@ -144,6 +181,9 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
       }
       tensor_stage_->mean.resize(channels, tensor_stage_->mean[0]);
       tensor_stage_->std.resize(channels, tensor_stage_->std[0]);
+      for (auto& erasing : tensor_stage_->erasing) erasing.second = true;
+    } else if (ops[i].name == "RandomErasing") {
+      add_erasing(params, channels);
     } else {
       throw OptionError("ringloader: pipeline op " + std::to_string(i) + " '" +
                         ops[i].name + "' is not supported; supported ops: " +
@@ -162,6 +202,28 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
                                                                      : Layout::kHWC};
   tensor_stage_->writer = std::make_unique<TensorWriter>(
       shape_.dtype, shape_.layout, channels, tensor_stage_->mean, tensor_stage_->std);
+  for (const auto& [erasing, normalized_after] : tensor_stage_->erasing) {
+    tensor_stage_->erasers.emplace_back(
+        erasing, shape_, normalized_after ? tensor_stage_->mean : std::vector<double>{},
+        normalized_after ? tensor_stage_->std : std::vector<double>{});
+  }
+}
+
+// RandomErasing runs on tensors (torchvision refuses PIL images), so it must
+// follow ToTensor or PILToTensor.
+void CompiledPipeline::add_erasing(OpParams& params, int channels) {
+  if (!tensor_stage_->to_tensor && !tensor_stage_->pil_to_tensor) {
+    throw OptionError("ringloader: pipeline op " + std::to_string(params.position()) +
+                      " (RandomErasing) must follow ToTensor or PILToTensor");
+  }
+  ErasingParams erasing = erasing_params(params, channels);
+  if (tensor_stage_->pil_to_tensor) {
+    if (erasing.random_value) params.fail("value", "'random' needs ToTensor's float tensors");
+    for (double v : erasing.value) {
+      if (!(v >= 0 && v <= 255)) params.fail("value", "must lie in [0, 255] for uint8 tensors");
+    }
+  }
+  tensor_stage_->erasing.emplace_back(std::move(erasing), false);
 }
 
 CompiledPipeline::~CompiledPipeline() = default;
@@ -177,6 +239,7 @@ void CompiledPipeline::run(Image& image, Image& scratch, SampleRng& rng,
                 std::to_string(shape_.width) + "x" + std::to_string(shape_.channels));
   }
   tensor_stage_->writer->write(image, destination);
+  for (const auto& eraser : tensor_stage_->erasers) eraser.apply(destination, rng);
 }
 
 }  // namespace transforms
@@ -241,6 +304,57 @@ Op ToTensor() { return {"ToTensor", nlohmann::json::object()}; }
 Op PILToTensor() { return {"PILToTensor", nlohmann::json::object()}; }
 Op Normalize(std::vector<double> mean, std::vector<double> std) {
   return {"Normalize", {{"mean", mean}, {"std", std}}};
+}
+
+namespace {
+nlohmann::json pair_json(std::pair<double, double> v) { return {v.first, v.second}; }
+// torchvision's None for an empty list.
+nlohmann::json or_null(const std::vector<double>& v) {
+  return v.empty() ? nlohmann::json(nullptr) : nlohmann::json(v);
+}
+}  // namespace
+
+Op ColorJitter(double brightness, double contrast, double saturation, double hue) {
+  return {"ColorJitter", {{"brightness", brightness}, {"contrast", contrast},
+                          {"saturation", saturation}, {"hue", hue}}};
+}
+Op ColorJitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
+               std::pair<double, double> saturation, std::pair<double, double> hue) {
+  return {"ColorJitter", {{"brightness", pair_json(brightness)},
+                          {"contrast", pair_json(contrast)},
+                          {"saturation", pair_json(saturation)}, {"hue", pair_json(hue)}}};
+}
+Op Grayscale(int num_output_channels) {
+  return {"Grayscale", {{"num_output_channels", num_output_channels}}};
+}
+Op RandomGrayscale(double p) { return {"RandomGrayscale", {{"p", p}}}; }
+Op GaussianBlur(std::vector<int> kernel_size, std::pair<double, double> sigma) {
+  return {"GaussianBlur", {{"kernel_size", kernel_size}, {"sigma", pair_json(sigma)}}};
+}
+Op RandomRotation(std::pair<double, double> degrees, const std::string& interpolation,
+                  bool expand, std::vector<double> center, std::vector<int> fill) {
+  return {"RandomRotation", {{"degrees", pair_json(degrees)},
+                             {"interpolation", interpolation}, {"expand", expand},
+                             {"center", or_null(center)}, {"fill", fill}}};
+}
+Op RandomAffine(std::pair<double, double> degrees, std::vector<double> translate,
+                std::vector<double> scale, std::vector<double> shear,
+                const std::string& interpolation, std::vector<int> fill,
+                std::vector<double> center) {
+  return {"RandomAffine", {{"degrees", pair_json(degrees)}, {"translate", or_null(translate)},
+                           {"scale", or_null(scale)}, {"shear", or_null(shear)},
+                           {"interpolation", interpolation}, {"fill", fill},
+                           {"center", or_null(center)}}};
+}
+Op RandomErasing(double p, std::pair<double, double> scale, std::pair<double, double> ratio,
+                 std::vector<double> value) {
+  return {"RandomErasing", {{"p", p}, {"scale", pair_json(scale)},
+                            {"ratio", pair_json(ratio)}, {"value", value}}};
+}
+Op RandomErasingNoise(double p, std::pair<double, double> scale,
+                      std::pair<double, double> ratio) {
+  return {"RandomErasing", {{"p", p}, {"scale", pair_json(scale)},
+                            {"ratio", pair_json(ratio)}, {"value", "random"}}};
 }
 
 }  // namespace ringloader

@@ -5,7 +5,8 @@
 // construction (unknown op, bad parameter, output size that is not fixed all
 // throw OptionError there) and ships its JSON to spawned workers, which
 // rebuild it. Ops run on 8-bit images (HWC); ToTensor / PILToTensor end the
-// image part and decide the sample's dtype and layout:
+// image part (only Normalize and RandomErasing may follow) and decide the
+// sample's dtype and layout:
 //   no tensor op   -> uint8,   HWC  (channels last)
 //   PILToTensor()  -> uint8,   CHW
 //   ToTensor()     -> float32, CHW, scaled to [0, 1]; Normalize may follow.
@@ -118,6 +119,44 @@ Op ToTensor();
 Op PILToTensor();
 Op Normalize(std::vector<double> mean, std::vector<double> std);
 
+// Colour. Ranges are (min, max); the single-number forms of torchvision
+// (brightness=0.4 meaning (0.6, 1.4), hue=0.1 meaning (-0.1, 0.1)) are
+// accepted in JSON too. An order of the four adjustments is drawn per
+// sample, like torchvision's randperm(4).
+Op ColorJitter(double brightness = 0, double contrast = 0, double saturation = 0,
+               double hue = 0);
+Op ColorJitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
+               std::pair<double, double> saturation, std::pair<double, double> hue);
+// num_output_channels 1 or 3: changes the sample's channel count.
+Op Grayscale(int num_output_channels = 1);
+Op RandomGrayscale(double p = 0.1);
+// kernel_size: one odd int or (x, y); sigma drawn uniformly in (min, max).
+Op GaussianBlur(std::vector<int> kernel_size,
+                std::pair<double, double> sigma = {0.1, 2.0});
+
+// Geometry (PIL's Image.rotate / Image.transform). interpolation: "nearest"
+// (default), "bilinear" or "bicubic". fill: one value or one per channel. expand makes
+// the output size depend on the angle, so a crop or Resize([h, w]) must
+// follow unless the angle is fixed.
+Op RandomRotation(std::pair<double, double> degrees,
+                  const std::string& interpolation = "nearest", bool expand = false,
+                  std::vector<double> center = {}, std::vector<int> fill = {0});
+// translate: max fractions (x, y), {} for none; scale: (min, max), {} for
+// none; shear: {}, (min, max) along x, or (xmin, xmax, ymin, ymax).
+Op RandomAffine(std::pair<double, double> degrees, std::vector<double> translate = {},
+                std::vector<double> scale = {}, std::vector<double> shear = {},
+                const std::string& interpolation = "nearest", std::vector<int> fill = {0},
+                std::vector<double> center = {});
+
+// Tensor stage: after ToTensor (or PILToTensor), before or after Normalize.
+// value: one number or one per channel; RandomErasingNoise() fills with
+// standard normal noise instead (torchvision's value='random').
+Op RandomErasing(double p = 0.5, std::pair<double, double> scale = {0.02, 0.33},
+                 std::pair<double, double> ratio = {0.3, 3.3},
+                 std::vector<double> value = {0});
+Op RandomErasingNoise(double p = 0.5, std::pair<double, double> scale = {0.02, 0.33},
+                      std::pair<double, double> ratio = {0.3, 3.3});
+
 inline Op Resize(int size, const std::string& interpolation = "bilinear") {
   return Resize(std::vector<int>{size}, interpolation);
 }
@@ -125,6 +164,10 @@ inline Op CenterCrop(int size) { return CenterCrop(std::vector<int>{size}); }
 inline Op RandomResizedCrop(int size) {
   return RandomResizedCrop(std::vector<int>{size});
 }
+inline Op GaussianBlur(int kernel_size, std::pair<double, double> sigma = {0.1, 2.0}) {
+  return GaussianBlur(std::vector<int>{kernel_size}, sigma);
+}
+inline Op RandomRotation(double degrees) { return RandomRotation({-degrees, degrees}); }
 inline Op RandomCrop(int size, int padding = 0) {
   return RandomCrop(std::vector<int>{size},
                     padding ? std::vector<int>{padding} : std::vector<int>{});

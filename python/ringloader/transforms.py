@@ -11,9 +11,11 @@ import numbers
 from ._ringloader import OptionError
 
 __all__ = [
-    "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
+    "Compose", "Resize", "CenterCrop", "Pad", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
-    "Normalize", "from_torchvision", "pipeline_json", "apply",
+    "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur",
+    "RandomRotation", "RandomAffine", "RandomErasing", "from_torchvision",
+    "pipeline_json", "apply",
 ]
 
 
@@ -108,6 +110,20 @@ class RandomCrop(_Op):
                 "padding_mode": self.padding_mode}
 
 
+class Pad(_Op):
+    name = "Pad"
+
+    def __init__(self, padding, fill=0, padding_mode="constant"):
+        self.padding = ([int(padding)] if isinstance(padding, numbers.Integral)
+                        else [int(p) for p in padding])
+        self.fill = [int(fill)] if isinstance(fill, numbers.Number) else [int(f) for f in fill]
+        self.padding_mode = padding_mode
+
+    def params(self):
+        return {"padding": self.padding, "fill": self.fill,
+                "padding_mode": self.padding_mode}
+
+
 class RandomResizedCrop(_Op):
     name = "RandomResizedCrop"
 
@@ -156,10 +172,131 @@ class Normalize(_Op):
         return {"mean": self.mean, "std": self.std}
 
 
+def _number_or_list(value, name, sizes=(2,)):
+    """A number, or a sequence of `sizes` numbers, as floats (None stays)."""
+    if value is None or isinstance(value, numbers.Number):
+        return None if value is None else float(value)
+    if isinstance(value, (list, tuple)) and len(value) in sizes:
+        return [float(v) for v in value]
+    raise OptionError(f"{name} must be a number or a sequence of "
+                      f"{' or '.join(map(str, sizes))} numbers, got {value!r}")
+
+
+def _fill(fill):
+    if fill is None:
+        return [0.0]
+    if isinstance(fill, numbers.Number):
+        return [float(fill)]
+    return [float(f) for f in fill]
+
+
+class ColorJitter(_Op):
+    """Ranges as torchvision takes them: a number or (min, max)."""
+    name = "ColorJitter"
+
+    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+        # torchvision keeps None for "leave alone"; 0 means the same here.
+        self.brightness = _number_or_list(brightness, "brightness") or 0.0
+        self.contrast = _number_or_list(contrast, "contrast") or 0.0
+        self.saturation = _number_or_list(saturation, "saturation") or 0.0
+        self.hue = _number_or_list(hue, "hue") or 0.0
+
+    def params(self):
+        return {"brightness": self.brightness, "contrast": self.contrast,
+                "saturation": self.saturation, "hue": self.hue}
+
+
+class Grayscale(_Op):
+    name = "Grayscale"
+
+    def __init__(self, num_output_channels=1):
+        self.num_output_channels = int(num_output_channels)
+
+    def params(self):
+        return {"num_output_channels": self.num_output_channels}
+
+
+class RandomGrayscale(_Op):
+    name = "RandomGrayscale"
+
+    def __init__(self, p=0.1):
+        self.p = float(p)
+
+    def params(self):
+        return {"p": self.p}
+
+
+class GaussianBlur(_Op):
+    name = "GaussianBlur"
+
+    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+        self.kernel_size = _size_list(kernel_size, "GaussianBlur")
+        self.sigma = _number_or_list(sigma, "sigma", (1, 2))
+
+    def params(self):
+        return {"kernel_size": self.kernel_size, "sigma": self.sigma}
+
+
+class RandomRotation(_Op):
+    name = "RandomRotation"
+
+    def __init__(self, degrees, interpolation="nearest", expand=False, center=None,
+                 fill=0):
+        self.degrees = _number_or_list(degrees, "degrees")
+        self.interpolation = _interpolation(interpolation)
+        self.expand = bool(expand)
+        self.center = _number_or_list(center, "center")
+        self.fill = _fill(fill)
+
+    def params(self):
+        return {"degrees": self.degrees, "interpolation": self.interpolation,
+                "expand": self.expand, "center": self.center, "fill": self.fill}
+
+
+class RandomAffine(_Op):
+    name = "RandomAffine"
+
+    def __init__(self, degrees, translate=None, scale=None, shear=None,
+                 interpolation="nearest", fill=0, center=None):
+        self.degrees = _number_or_list(degrees, "degrees")
+        self.translate = _number_or_list(translate, "translate")
+        self.scale = _number_or_list(scale, "scale")
+        self.shear = _number_or_list(shear, "shear", (1, 2, 4))
+        self.interpolation = _interpolation(interpolation)
+        self.fill = _fill(fill)
+        self.center = _number_or_list(center, "center")
+
+    def params(self):
+        return {"degrees": self.degrees, "translate": self.translate,
+                "scale": self.scale, "shear": self.shear,
+                "interpolation": self.interpolation, "fill": self.fill,
+                "center": self.center}
+
+
+class RandomErasing(_Op):
+    """Runs on the tensor: after ToTensor (or PILToTensor), like torchvision."""
+    name = "RandomErasing"
+
+    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
+                 inplace=False):
+        self.p = float(p)
+        self.scale = [float(s) for s in scale]
+        self.ratio = [float(r) for r in ratio]
+        if isinstance(value, str):
+            self.value = value
+        else:
+            self.value = _number_or_list(value, "value", (1, 3))
+
+    def params(self):
+        return {"p": self.p, "scale": self.scale, "ratio": self.ratio,
+                "value": self.value}
+
+
 _TORCHVISION_CONVERTERS = {
     "Resize": lambda t: Resize(t.size, t.interpolation, t.max_size,
                                getattr(t, "antialias", None)),
     "CenterCrop": lambda t: CenterCrop(t.size),
+    "Pad": lambda t: Pad(t.padding, t.fill, t.padding_mode),
     "RandomCrop": lambda t: RandomCrop(t.size, t.padding, t.pad_if_needed,
                                        t.fill, t.padding_mode),
     "RandomResizedCrop": lambda t: RandomResizedCrop(t.size, t.scale, t.ratio,
@@ -169,6 +306,15 @@ _TORCHVISION_CONVERTERS = {
     "ToTensor": lambda t: ToTensor(),
     "PILToTensor": lambda t: PILToTensor(),
     "Normalize": lambda t: Normalize(t.mean, t.std),
+    "ColorJitter": lambda t: ColorJitter(t.brightness, t.contrast, t.saturation, t.hue),
+    "Grayscale": lambda t: Grayscale(t.num_output_channels),
+    "RandomGrayscale": lambda t: RandomGrayscale(t.p),
+    "GaussianBlur": lambda t: GaussianBlur(t.kernel_size, t.sigma),
+    "RandomRotation": lambda t: RandomRotation(t.degrees, t.interpolation, t.expand,
+                                               t.center, t.fill),
+    "RandomAffine": lambda t: RandomAffine(t.degrees, t.translate, t.scale, t.shear,
+                                           t.interpolation, t.fill, t.center),
+    "RandomErasing": lambda t: RandomErasing(t.p, t.scale, t.ratio, t.value),
 }
 
 

@@ -90,9 +90,9 @@ def test_errors_map_to_python_types(image_folder, tmp_path):
 
 def test_unsupported_torchvision_transform_is_named(image_folder):
     tv = torchvision.transforms
-    with pytest.raises(ValueError, match="ColorJitter|GaussianBlur"):
+    with pytest.raises(ValueError, match="RandomPerspective"):
         ringloader.datasets.ImageFolder(
-            image_folder, tv.Compose([tv.GaussianBlur(3), tv.CenterCrop(4)]))
+            image_folder, tv.Compose([tv.RandomPerspective(), tv.CenterCrop(4)]))
 
 
 def test_fashion_mnist_from_debian_trains_like_torch():

@@ -53,7 +53,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = static_cast<uint8_t>(i * 31);
     std::vector<uint8_t> out(shape.bytes() + 64, 0xab);
     SampleRng rng(1, 2, 3);
-    compiled.run(image, scratch, rng, out.data());
+    try {
+      compiled.run(image, scratch, rng, out.data());
+    } catch (const Error&) {
+      // Refusals that depend on the image (a crop or blur kernel larger
+      // than this 37x23 image) are errors a worker reports for the sample.
+      return 0;
+    }
     for (size_t i = shape.bytes(); i < out.size(); ++i) {
       if (out[i] != 0xab) std::abort();  // wrote past its sample
     }

@@ -5,80 +5,19 @@
 // the algorithm and the distribution, not of torch's random numbers.
 #include <gtest/gtest.h>
 
-#include <iostream>
-#include <map>
-
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
-#include "tests/unit/torchvision_reference.h"
+#include "tests/unit/parity_checks.h"
 #include "transforms/image_ops.h"
 
 namespace ringloader {
 namespace {
 
+using testing::Check;
+using testing::deterministic;
 using testing::input_path;
-using testing::read_bytes;
-using testing::ReferenceCase;
-using testing::torchvision_apply;
-
-// One case: our pipeline and torchvision's steps for the same input.
-struct Check {
-  std::string label;
-  std::string input;
-  ColorMode mode;
-  Pipeline pipeline;
-  nlohmann::json steps;
-  uint64_t index = 0;  // the sample's RNG stream
-};
-
-constexpr uint64_t kSeed = 1234;
-
-// A pipeline's ops as torchvision transform steps.
-nlohmann::json as_steps(const Pipeline& pipeline) {
-  nlohmann::json steps = nlohmann::json::array();
-  for (const auto& op : pipeline.to_json()) steps.push_back({{"fn", "transform"}, {"op", op}});
-  return steps;
-}
-
-Check deterministic(const std::string& label, const std::string& input, ColorMode mode,
-                    const Pipeline& pipeline) {
-  return {label, input_path(input), mode, pipeline, as_steps(pipeline)};
-}
-
-// Runs every check; returns the worst difference per label prefix (the
-// word before the first space) and fails any above `tolerance`.
-std::map<std::string, double> run_checks(const std::vector<Check>& checks, double tolerance) {
-  std::vector<ReferenceCase> cases;
-  for (const auto& c : checks) {
-    cases.push_back({c.input, c.mode == ColorMode::kGray ? "L" : "RGB", c.steps});
-  }
-  const auto references = torchvision_apply(cases);
-  std::map<std::string, double> worst;
-  for (size_t i = 0; i < checks.size(); ++i) {
-    const Check& c = checks[i];
-    SCOPED_TRACE(c.label + " on " + c.input);
-    EXPECT_TRUE(references[i].error.empty()) << references[i].error;
-    const auto sample = apply_pipeline(c.pipeline, read_bytes(c.input), c.mode, kSeed, 0,
-                                       c.index, c.input);
-    EXPECT_EQ(sample.shape.dtype == DType::kFloat32 ? "float32" : "uint8",
-              references[i].dtype);
-    std::vector<int64_t> shape = {sample.shape.channels, sample.shape.height,
-                                  sample.shape.width};
-    if (sample.shape.layout == Layout::kHWC) {
-      shape = {sample.shape.height, sample.shape.width, sample.shape.channels};
-    }
-    EXPECT_EQ(shape, references[i].shape);
-    const double diff = testing::max_abs_diff(sample.bytes.data(), sample.bytes.size(),
-                                              references[i]);
-    EXPECT_LE(diff, tolerance);
-    double& entry = worst[c.label.substr(0, c.label.find(' '))];
-    entry = std::max(entry, diff);
-  }
-  for (const auto& [op, diff] : worst) {
-    std::cout << "  max |ours - torchvision| for " << op << ": " << diff << "\n";
-  }
-  return worst;
-}
+using testing::kSeed;
+using testing::run_checks;
 
 const char* kImages[] = {"rgb.png", "portrait.png", "tiny.png", "large.jpg"};
 

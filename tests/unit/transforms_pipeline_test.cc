@@ -67,11 +67,13 @@ TEST(PipelineErrors, MalformedDescriptions) {
 
 TEST(PipelineErrors, UnknownOpListsTheSupportedOnes) {
   const std::string message =
-      option_error({{{"op", "CenterCrop"}, {"size", 8}}, {{"op", "ColorJitter"}}});
-  EXPECT_HAS(message, "pipeline op 1 'ColorJitter' is not supported");
+      option_error({{{"op", "CenterCrop"}, {"size", 8}}, {{"op", "RandomPerspective"}}});
+  EXPECT_HAS(message, "pipeline op 1 'RandomPerspective' is not supported");
   for (const char* name : {"Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
                            "RandomHorizontalFlip", "RandomVerticalFlip", "Pad", "ToTensor",
-                           "PILToTensor", "Normalize"}) {
+                           "PILToTensor", "Normalize", "ColorJitter", "Grayscale",
+                           "RandomGrayscale", "GaussianBlur", "RandomRotation", "RandomAffine",
+                           "RandomErasing"}) {
     EXPECT_HAS(message, name);
   }
 }

@@ -3,6 +3,10 @@ torchvision themselves (run with /usr/bin/python3, which has torch).
 
   torchvision_reference.py inputs DIR
       Writes encoded test images into DIR and DIR/inputs.json describing them.
+  torchvision_reference.py hsv DIR
+      Writes PIL's HSV->RGB and RGB->HSV conversions of the triples
+      i * 16 + i % 16 (i < 2^20, read as 24-bit r|g|b or h|s|v) to
+      DIR/rgb_from_hsv.bin and DIR/hsv_from_rgb.bin.
   torchvision_reference.py apply REQUEST.json
       REQUEST.json is a list of cases {"input", "mode", "steps", "output"}.
       Each case opens `input` with PIL, converts it to `mode`, runs `steps`
@@ -114,6 +118,18 @@ def make_inputs(folder):
         json.dump(described, f, indent=1)
 
 
+def hsv_tables(folder):
+    os.makedirs(folder, exist_ok=True)
+    i = np.arange(1 << 20, dtype=np.uint32)
+    code = i * 16 + i % 16
+    triples = np.stack([(code >> 16) & 255, (code >> 8) & 255, code & 255], -1)
+    image = triples.astype(np.uint8).reshape(1024, 1024, 3)
+    rgb = np.asarray(Image.fromarray(image, "HSV").convert("RGB"))
+    hsv = np.asarray(Image.fromarray(image, "RGB").convert("HSV"))
+    rgb.tofile(os.path.join(folder, "rgb_from_hsv.bin"))
+    hsv.tofile(os.path.join(folder, "hsv_from_rgb.bin"))
+
+
 def interpolation(name):
     import torchvision.transforms as T
     return T.InterpolationMode(name)
@@ -133,6 +149,11 @@ def build_transform(op):
         params["fill"] = params["fill"][0] if len(params["fill"]) == 1 else tuple(
             params["fill"])
     return getattr(T, name)(**params)
+
+
+def fill_value(fill):
+    """ringloader's fill list as torchvision takes it: a number or a tuple."""
+    return fill[0] if len(fill) == 1 else tuple(fill)
 
 
 def run_step(image, step):
@@ -155,6 +176,19 @@ def run_step(image, step):
         return F.hflip(image)
     if fn == "vflip":
         return F.vflip(image)
+    if fn in ("adjust_brightness", "adjust_contrast", "adjust_saturation", "adjust_hue"):
+        return getattr(F, fn)(image, step["factor"])
+    if fn == "gaussian_blur":
+        return F.gaussian_blur(image, step["kernel_size"], step["sigma"])
+    if fn == "affine":
+        return F.affine(image, step["angle"], step["translate"], step["scale"], step["shear"],
+                        interpolation(step["interpolation"]), fill_value(step["fill"]),
+                        step.get("center"))
+    if fn == "erase":
+        import torch
+        i, j, h, w = step["box"]
+        value = torch.tensor(step["value"], dtype=image.dtype)[:, None, None]
+        return F.erase(image, i, j, h, w, value)
     raise ValueError("unknown step " + fn)
 
 
@@ -188,5 +222,7 @@ if __name__ == "__main__":
         make_inputs(sys.argv[2])
     elif sys.argv[1] == "apply":
         apply(sys.argv[2])
+    elif sys.argv[1] == "hsv":
+        hsv_tables(sys.argv[2])
     else:
-        sys.exit("usage: torchvision_reference.py inputs DIR | apply REQUEST.json")
+        sys.exit("usage: torchvision_reference.py inputs DIR | hsv DIR | apply REQUEST.json")
