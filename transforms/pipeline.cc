@@ -166,6 +166,15 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
 
 CompiledPipeline::~CompiledPipeline() = default;
 
+RegionPlanner CompiledPipeline::region_planner(const SampleRng& rng) const {
+  if (image_ops_.empty()) return {};
+  const ImageOp* first = image_ops_.front().get();
+  return [first, rng](int height, int width, RegionPlan& plan) {
+    SampleRng copy = rng;
+    return first->plan_region(height, width, copy, plan);
+  };
+}
+
 void CompiledPipeline::run(Image& image, Image& scratch, SampleRng& rng,
                            void* destination) const {
   for (const auto& op : image_ops_) op->apply(image, scratch, rng);

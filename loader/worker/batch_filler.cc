@@ -99,8 +99,8 @@ void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
     int64_t sample = order[begin + position].load(std::memory_order_relaxed);
     try {
       SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
-      targets[position] = source_.load(sample, scratch.image,
-                                       scratch.file_bytes, scratch.timing);
+      targets[position] = source_.load(sample, scratch.image, scratch.file_bytes,
+                                       scratch.timing, pipeline_.region_planner(rng));
       uint64_t start = ring::monotonic_ns();
       pipeline_.run(scratch.image, scratch.scratch, rng,
                     data + position * sample_bytes);
