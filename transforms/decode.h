@@ -28,6 +28,9 @@ struct RegionPlan {
   // 1/8) as long as it stays at least this large. 0: full resolution.
   int min_height = 0;
   int min_width = 0;
+  // Fast mode: libjpeg's fast integer IDCT and plain (not fancy) chroma
+  // upsampling, which differ from PIL's by a level or two.
+  bool fast = false;
 };
 // Returns false when the whole image is needed. Called at most once per
 // decode, with the image's full size.

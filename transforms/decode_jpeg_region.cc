@@ -143,8 +143,8 @@ bool decode_jpeg_region(const uint8_t* data, size_t size, ColorMode mode,
   const bool via_rgb = mode == ColorMode::kGray && !gray_source;  // PIL's L is luma of RGB
   const int channels = mode == ColorMode::kRGB || via_rgb ? 3 : 1;
   info->out_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
-  info->dct_method = JDCT_ISLOW;  // PIL's (and TJFLAG_ACCURATEDCT's) IDCT
-  info->do_fancy_upsampling = TRUE;
+  info->dct_method = plan.fast ? JDCT_IFAST : JDCT_ISLOW;  // ISLOW: PIL's IDCT
+  info->do_fancy_upsampling = plan.fast ? FALSE : TRUE;
   info->scale_num = 1;
   info->scale_denom = static_cast<unsigned>(denom);
   Span span{};
