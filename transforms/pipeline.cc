@@ -5,6 +5,7 @@
 
 #include "ringloader/transforms.h"
 #include "transforms/compiled_pipeline.h"
+#include "transforms/custom_ops.h"
 #include "transforms/fast_ops.h"
 #include "transforms/image_ops.h"
 #include "transforms/op_params.h"
@@ -101,6 +102,7 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandomVerticalFlip", [](OpParams& p) {
          return make_flip(false, p.number("p", 0.5, 0.0, 1.0));
        }},
+      {"Custom", [](OpParams& p) { return make_custom_op(p); }},
   };
   return factories;
 }

@@ -13,7 +13,7 @@ from ._ringloader import OptionError
 __all__ = [
     "Compose", "Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
-    "Normalize", "from_torchvision", "fast", "pipeline_json", "apply",
+    "Normalize", "Custom", "from_torchvision", "fast", "pipeline_json", "apply",
 ]
 
 
@@ -151,6 +151,21 @@ class RandomHorizontalFlip(_Op):
 
 class RandomVerticalFlip(RandomHorizontalFlip):
     name = "RandomVerticalFlip"
+
+
+class Custom(_Op):
+    """An op from a C++ shared library (include/ringloader/custom_op.h),
+    loaded by path in the trainer and in every worker; ``params`` go to the
+    op's constructor as JSON."""
+    name = "Custom"
+
+    def __init__(self, library, name, **params):
+        self.library = str(library)
+        self.op_name = str(name)
+        self.extra = params
+
+    def params(self):
+        return {"library": self.library, "name": self.op_name, **self.extra}
 
 
 class ToTensor(_Op):

@@ -1,4 +1,5 @@
 import gc
+import os
 
 import pytest
 import torch
@@ -160,3 +161,24 @@ def test_fast_mode_loads_close_to_exact_and_rejects_bad_modes(tmp_path):
     assert (batches["exact"] - batches["fast"]).abs().mean() < 0.1
     with pytest.raises(ringloader.OptionError):
         T.Compose([T.CenterCrop(8)], mode="quick")
+
+
+def test_custom_op_from_a_shared_library(image_folder):
+    build = os.environ.get("RINGLOADER_BUILD_DIR",
+                           os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    library = os.path.abspath(os.path.join(build, "libringloader_test_custom_ops.so"))
+    if not os.path.exists(library):
+        pytest.skip("the test custom-op library is not built")
+    plain = T.Compose([T.CenterCrop(8), T.PILToTensor()])
+    inverted = T.Compose([T.CenterCrop(8), T.Custom(library, "RandomInvert", p=1.0),
+                          T.PILToTensor()])
+    runs = []
+    for pipeline in (plain, inverted):
+        dataset = ringloader.datasets.ImageFolder(image_folder, pipeline)
+        loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2)
+        runs.append(torch.cat([x.clone() for x, _ in loader]))
+    assert torch.equal(runs[1], 255 - runs[0])
+    with pytest.raises(ringloader.OptionError, match="RandomInvert.*'p' must be in"):
+        dataset = ringloader.datasets.ImageFolder(
+            image_folder, T.Compose([T.CenterCrop(8), T.Custom(library, "RandomInvert", p=3)]))
+        ringloader.DataLoader(dataset, batch_size=4, num_workers=1)
