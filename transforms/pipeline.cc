@@ -250,7 +250,10 @@ PipelineMode read_mode(const nlohmann::json& description, const nlohmann::json*&
 Pipeline Pipeline::from_json(const nlohmann::json& description) {
   const nlohmann::json* ops = &description;
   PipelineMode mode = PipelineMode::kExact;
-  if (description.is_object()) mode = read_mode(description, ops);
+  // An object with "op" is one op, not a pipeline: refused below as before.
+  if (description.is_object() && !description.contains("op")) {
+    mode = read_mode(description, ops);
+  }
   if (!ops->is_array()) {
     throw OptionError("ringloader: a pipeline is a JSON array of ops, got " +
                       ops->dump().substr(0, 80));
