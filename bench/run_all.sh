@@ -86,6 +86,8 @@ for ((r = 1; r <= REPEAT; r++)); do
   run "jpeg-torch-$r" "$PY" "$HERE/torch_anchor.py" jpeg --root "$PHOTOS" \
     --epochs "$JPEG_EPOCHS"
   run "jpeg-ringloader-$r" "$BENCH" jpeg --root "$PHOTOS" --epochs "$JPEG_EPOCHS"
+  run "jpeg-fast-ringloader-$r" "$BENCH" jpeg --mode fast --root "$PHOTOS" \
+    --epochs "$JPEG_EPOCHS"
   echo "== fashion-mnist (round $r/$REPEAT)"
   run "fashion-torch-$r" "$PY" "$HERE/torch_anchor.py" fashion \
     --images "$FASHION_IMAGES" --labels "$FASHION_LABELS" --epochs "$FASHION_EPOCHS"
@@ -99,6 +101,9 @@ run profile-torch "$PY" "$HERE/torch_anchor.py" profile --root "$PHOTOS" --limit
 run profile-ringloader "$BENCH" profile --root "$PHOTOS" --limit "$PROFILE_IMAGES"
 if [[ -x "$BUILD/ringloader-jpeg-probe" ]]; then
   run jpeg-probe "$BUILD/ringloader-jpeg-probe" --limit "$PROFILE_IMAGES" "$PHOTOS"/*/*.jpg
+fi
+if [[ -x "$BUILD/ringloader-fast-psnr" ]]; then
+  run fast-psnr "$BUILD/ringloader-fast-psnr" --limit "$PROFILE_IMAGES" "$PHOTOS"/*/*.jpg
 fi
 echo "== handoff"
 run handoff-ringloader "$BENCH" handoff --images "$FASHION/t10k-images-idx3-ubyte.gz" \

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake pkg-config ninja-build clang libclang-rt-14-dev
-  libtorch-dev libturbojpeg0-dev libstb-dev libopencv-dev libtbb-dev
+  libtorch-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libopencv-dev libtbb-dev
   libgtest-dev nlohmann-json3-dev zlib1g-dev
   pybind11-dev python3-dev python3-pybind11 python3-torch python3-torchvision
   python3-numpy python3-pytest python3-skimage python3-pil

@@ -7,6 +7,7 @@
 
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
+#include "transforms/decode.h"
 #include "transforms/image.h"
 
 namespace ringloader::transforms {
@@ -24,6 +25,14 @@ class ImageOp {
   virtual std::pair<int, int> output_size(int height, int width) const = 0;
   // Output channels for `channels` in (Grayscale changes them; most ops keep).
   virtual int output_channels(int channels) const { return channels; }
+  // Ops that read only a box of the image, known from its size (crops):
+  // the box apply() will read from a whole image of this size, drawing from
+  // `rng` exactly as apply() does. Such an op, when first, also accepts a
+  // partial image (Image::window) holding at least that box. Others: false.
+  virtual bool plan_region(int /*height*/, int /*width*/, SampleRng& /*rng*/,
+                           RegionPlan& /*plan*/) const {
+    return false;
+  }
 };
 
 class CompiledPipeline {
@@ -41,6 +50,11 @@ class CompiledPipeline {
   // thread-safe). `rng` is the sample's own stream.
   void run(Image& image, Image& scratch, SampleRng& rng,
            void* destination) const;
+
+  // What to pass decode_image for the sample whose stream is `rng`: the
+  // first op's box (planned on a copy of the stream, so run() draws the
+  // same values again), or nothing when the pipeline needs whole images.
+  RegionPlanner region_planner(const SampleRng& rng) const;
 
  private:
   struct TensorStage;  // ToTensor / PILToTensor / Normalize, fused; RandomErasing

@@ -30,10 +30,12 @@ std::string hex_prefix(const uint8_t* data, size_t size) {
 
 void decode_image(const uint8_t* data, size_t size, ColorMode mode,
                   const std::string& source, Image& out,
-                  const DecodeLimits& limits) {
+                  const DecodeLimits& limits, const RegionPlanner& region) {
   if (size == 0) throw DecodeError("ringloader: " + source + ": empty file");
   if (starts_with(data, size, "\xff\xd8\xff", 3)) {
-    decode_jpeg(data, size, mode, source, out, limits);
+    if (!region || !decode_jpeg_region(data, size, mode, source, out, limits, region)) {
+      decode_jpeg(data, size, mode, source, out, limits);
+    }
   } else if (starts_with(data, size, "\x89PNG\r\n\x1a\n", 8) ||
              starts_with(data, size, "BM", 2) ||
              starts_with(data, size, "GIF87a", 6) ||

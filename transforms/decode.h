@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ringloader/transforms.h"
@@ -18,11 +19,32 @@ struct DecodeLimits {
   int64_t max_pixels = 178956970;
 };
 
+// The part of an image a pipeline will read, decided from the image's size
+// alone before any pixel is decoded: the box of a RandomResizedCrop or
+// CenterCrop that comes first.
+struct RegionPlan {
+  Box box;  // in full-image pixels
+  // Fast mode: the box may be decoded at a reduced DCT scale (1/2, 1/4,
+  // 1/8) as long as it stays at least this large. 0: full resolution.
+  int min_height = 0;
+  int min_width = 0;
+  // Fast mode: libjpeg's fast integer IDCT and plain (not fancy) chroma
+  // upsampling, which differ from PIL's by a level or two.
+  bool fast = false;
+};
+// Returns false when the whole image is needed. Called at most once per
+// decode, with the image's full size.
+using RegionPlanner = std::function<bool(int height, int width, RegionPlan& plan)>;
+
 // Throws DecodeError whose message names `source` (file name, member name)
 // and the reason: empty, truncated, corrupt header, unsupported format, too
 // many pixels.
+// With a `region` planner, a JPEG may be decoded only around the planned box
+// (out.window says where the part lies); the pixels inside the box equal a
+// full decode's. Formats and cases that cannot do that decode in full.
 void decode_image(const uint8_t* data, size_t size, ColorMode mode,
                   const std::string& source, Image& out,
-                  const DecodeLimits& limits = {});
+                  const DecodeLimits& limits = {},
+                  const RegionPlanner& region = {});
 
 }  // namespace ringloader::transforms

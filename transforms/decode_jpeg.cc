@@ -33,19 +33,6 @@ tjhandle thread_decompressor() {
   throw DecodeError("ringloader: " + source + ": " + what);
 }
 
-// True when the data stops before the image does: no end-of-image marker
-// (FF D9) after the last start-of-scan (FF DA), or no scan at all. Entropy-
-// coded data never holds FF D9 (an FF there is followed by 00 or RSTn), so a
-// cut inside a scan always looks like this; a complete file never does.
-bool ends_before_its_image(const uint8_t* data, size_t size) {
-  for (size_t i = size; i >= 2; --i) {
-    if (data[i - 2] != 0xFF) continue;
-    if (data[i - 1] == 0xD9) return false;  // EOI seen before any later SOS
-    if (data[i - 1] == 0xDA) return true;   // last SOS, no EOI after it
-  }
-  return true;
-}
-
 // Decodes into `target` (width * height * tjPixelSize[format] bytes).
 // libjpeg reports damaged-but-decodable data as warnings, which PIL ignores;
 // PIL does fail when the data runs out (unless LOAD_TRUNCATED_IMAGES), and
@@ -73,6 +60,19 @@ void decompress(tjhandle handle, const uint8_t* data, size_t size, int width, in
 }
 
 }  // namespace
+
+// No end-of-image marker (FF D9) after the last start-of-scan (FF DA), or no
+// scan at all. Entropy-coded data never holds FF D9 (an FF there is followed
+// by 00 or RSTn), so a cut inside a scan always looks like this; a complete
+// file never does.
+bool ends_before_its_image(const uint8_t* data, size_t size) {
+  for (size_t i = size; i >= 2; --i) {
+    if (data[i - 2] != 0xFF) continue;
+    if (data[i - 1] == 0xD9) return false;  // EOI seen before any later SOS
+    if (data[i - 1] == 0xDA) return true;   // last SOS, no EOI after it
+  }
+  return true;
+}
 
 void decode_jpeg(const uint8_t* data, size_t size, ColorMode mode,
                  const std::string& source, Image& out,

@@ -9,6 +9,21 @@
 namespace ringloader::transforms {
 namespace {
 
+// A box of the full image in the coordinates of `in`, which may hold only a
+// window of it (region decoding); throws if the window lacks part of it.
+Box in_window(const Image& in, Box box) {
+  if (in.window.scale_denom != 1) {
+    throw Error("ringloader: an exact op got an image decoded at reduced scale");
+  }
+  box.top -= in.window.top;
+  box.left -= in.window.left;
+  if (box.top < 0 || box.left < 0 || box.top + box.height > in.height ||
+      box.left + box.width > in.width) {
+    throw Error("ringloader: a crop box falls outside the decoded region");
+  }
+  return box;
+}
+
 void copy_box(const Image& in, const Box& box, Image& out) {
   resample(ImageView::of(in).crop(box.top, box.left, box.height, box.width),
            box.height, box.width, Interpolation::kNearest, out);
@@ -38,7 +53,17 @@ class Resize final : public ImageOp {
 class CenterCrop final : public ImageOp {
  public:
   CenterCrop(int height, int width) : height_(height), width_(width) {}
-  void apply(Image& in, Image& out, SampleRng&) const override {
+  Box centre_box(int height, int width) const {
+    return {static_cast<int>(std::nearbyint((height - height_) / 2.0)),
+            static_cast<int>(std::nearbyint((width - width_) / 2.0)), height_, width_};
+  }
+  void apply(Image& in, Image& out, SampleRng& rng) const override {
+    RegionPlan plan;
+    if (plan_region(in.full_height(), in.full_width(), rng, plan)) {
+      copy_box(in, in_window(in, plan.box), out);
+      std::swap(in, out);
+      return;
+    }
     Image* source = &in;
     if (height_ > in.height || width_ > in.width) {
       // torchvision pads with zeros first, split left/right like this.
@@ -49,12 +74,16 @@ class CenterCrop final : public ImageOp {
       std::swap(in, out);
       source = &in;
     }
-    const int top = static_cast<int>(std::nearbyint((source->height - height_) / 2.0));
-    const int left = static_cast<int>(std::nearbyint((source->width - width_) / 2.0));
-    copy_box(*source, {top, left, height_, width_}, out);
+    copy_box(*source, centre_box(source->height, source->width), out);
     std::swap(in, out);
   }
   std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
+  // Only when no padding is needed: a padded crop reads the whole image.
+  bool plan_region(int height, int width, SampleRng&, RegionPlan& plan) const override {
+    if (height_ > height || width_ > width) return false;
+    plan.box = centre_box(height, width);
+    return true;
+  }
 
  private:
   int height_, width_;
@@ -106,19 +135,32 @@ class RandomResizedCrop final : public ImageOp {
       : height_(height), width_(width), scale_(scale), ratio_(ratio),
         interpolation_(interpolation) {}
   void apply(Image& in, Image& out, SampleRng& rng) const override {
-    Box box = random_resized_crop_box(in.height, in.width, scale_, ratio_, rng);
+    Box box = in_window(in, random_resized_crop_box(in.full_height(), in.full_width(),
+                                                    scale_, ratio_, rng));
     // Crop, then resize the crop (a view: no copy), as F.resized_crop does.
     resample(ImageView::of(in).crop(box.top, box.left, box.height, box.width),
              height_, width_, interpolation_, out);
     std::swap(in, out);
   }
   std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
+  bool plan_region(int height, int width, SampleRng& rng, RegionPlan& plan) const override {
+    plan.box = random_resized_crop_box(height, width, scale_, ratio_, rng);
+    return true;
+  }
 
  private:
   int height_, width_;
   std::array<double, 2> scale_, ratio_;
   Interpolation interpolation_;
 };
+
+template <int kChannels>
+void mirror_row(const uint8_t* source, int width, uint8_t* target) {
+  const uint8_t* pixel = source + (width - 1) * kChannels;
+  for (int x = 0; x < width; ++x, pixel -= kChannels) {
+    for (int ch = 0; ch < kChannels; ++ch) target[x * kChannels + ch] = pixel[ch];
+  }
+}
 
 class Flip final : public ImageOp {
  public:
@@ -135,8 +177,13 @@ class Flip final : public ImageOp {
         std::memcpy(target, source, in.row_bytes());
         continue;
       }
-      for (int x = 0; x < in.width; ++x) {
-        std::memcpy(target + x * c, source + (in.width - 1 - x) * c, c);
+      switch (c) {  // a constant channel count lets the compiler unroll
+        case 1: mirror_row<1>(source, in.width, target); break;
+        case 3: mirror_row<3>(source, in.width, target); break;
+        default:
+          for (int x = 0; x < in.width; ++x) {
+            std::memcpy(target + x * c, source + (in.width - 1 - x) * c, c);
+          }
       }
     }
     std::swap(in, out);

@@ -22,10 +22,6 @@ struct Padding {
 };
 void pad(const Image& in, const Padding& padding, Image& out);
 
-// Crop box: top, left, height, width (torchvision's i, j, h, w).
-struct Box {
-  int top = 0, left = 0, height = 0, width = 0;
-};
 // RandomResizedCrop.get_params: 10 tries, then the ratio-clamped centre.
 // Draws per try: uniform(scale), uniform(log ratio); then top, left.
 Box random_resized_crop_box(int height, int width, const std::array<double, 2>& scale,

@@ -26,6 +26,24 @@ const nlohmann::json* OpParams::find(const std::string& key) {
   return &op_.params.at(key);
 }
 
+std::string OpParams::text(const std::string& key) {
+  const nlohmann::json* value = find(key);
+  if (!value) fail(key, "is required");
+  if (!value->is_string() || value->get<std::string>().empty()) {
+    fail(key, "must be a non-empty string, got " + value->dump());
+  }
+  return value->get<std::string>();
+}
+
+nlohmann::json OpParams::rest() {
+  nlohmann::json out = nlohmann::json::object();
+  if (!op_.params.is_object()) return out;
+  for (auto it = op_.params.begin(); it != op_.params.end(); ++it) {
+    if (read_.insert(it.key()).second) out[it.key()] = it.value();
+  }
+  return out;
+}
+
 std::vector<int> OpParams::ints(const std::string& key, std::vector<int> fallback,
                                 const std::set<size_t>& counts, bool positive) {
   const nlohmann::json* value = find(key);

@@ -25,6 +25,11 @@ class OpParams {
   std::string choice(const std::string& key, const std::string& fallback,
                      const std::set<std::string>& allowed);
   bool has(const std::string& key) const;
+  // A required string parameter.
+  std::string text(const std::string& key);
+  // Every parameter not read yet, now counted as read: for ops that check
+  // their own parameters (custom ops).
+  nlohmann::json rest();
   // Throws if the op has a parameter nobody read (a typo, an unsupported one).
   void finish() const;
 

@@ -8,6 +8,8 @@
 #include "transforms/color_ops.h"
 #include "transforms/compiled_pipeline.h"
 #include "transforms/gaussian_blur.h"
+#include "transforms/custom_ops.h"
+#include "transforms/fast_ops.h"
 #include "transforms/image_ops.h"
 #include "transforms/op_params.h"
 #include "transforms/random_erasing.h"
@@ -24,6 +26,8 @@ struct CompiledPipeline::TensorStage {
   // RandomErasing ops in order, each with whether Normalize comes after it.
   std::vector<std::pair<ErasingParams, bool>> erasing;
   std::vector<RandomErasing> erasers;
+  // Fast mode: a trailing RandomHorizontalFlip(p) done by the writer.
+  double fused_flip_p = -1;
 };
 
 namespace {
@@ -134,6 +138,7 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"GaussianBlur", gaussian_blur_op},
       {"RandomRotation", [](OpParams& p) { return make_random_rotation(rotation_params(p)); }},
       {"RandomAffine", [](OpParams& p) { return make_random_affine(affine_params(p)); }},
+      {"Custom", [](OpParams& p) { return make_custom_op(p); }},
   };
   return factories;
 }
@@ -150,6 +155,12 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
                                    int height, int width)
     : tensor_stage_(std::make_unique<TensorStage>()) {
   int channels = mode == ColorMode::kGray ? 1 : 3;
+  const bool fast = pipeline.mode() == PipelineMode::kFast;
+  if (fast && !fast_mode_available()) {
+    throw OptionError("ringloader: pipeline mode \"fast\" needs a ringloader built with "
+                      "OpenCV (libopencv-dev); this build has none");
+  }
+  int last_image_op = -1;
   const auto& ops = pipeline.ops();
   for (size_t i = 0; i < ops.size(); ++i) {
     OpParams params(ops[i], i);
@@ -162,7 +173,9 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
     auto factory = image_op_factories().find(ops[i].name);
     if (factory != image_op_factories().end()) {
       tensor_op("is an image op after ToTensor/PILToTensor");
-      image_ops_.push_back(factory->second(params));
+      std::unique_ptr<ImageOp> fast_op = fast ? make_fast_image_op(params) : nullptr;
+      image_ops_.push_back(fast_op ? std::move(fast_op) : factory->second(params));
+      last_image_op = static_cast<int>(i);
       std::tie(height, width) = image_ops_.back()->output_size(height, width);
       channels = image_ops_.back()->output_channels(channels);
     } else if (ops[i].name == "ToTensor" || ops[i].name == "PILToTensor") {
@@ -190,6 +203,12 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
                         supported_ops());
     }
     params.finish();
+  }
+  const bool has_tensor_op = tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor;
+  if (fast && has_tensor_op && last_image_op >= 0 &&
+      ops[last_image_op].name == "RandomHorizontalFlip") {
+    tensor_stage_->fused_flip_p = ops[last_image_op].params.value("p", 0.5);
+    image_ops_.pop_back();
   }
   if (height <= 0 || width <= 0) {
     throw OptionError("ringloader: pipeline output size depends on the image: end "
@@ -228,6 +247,15 @@ void CompiledPipeline::add_erasing(OpParams& params, int channels) {
 
 CompiledPipeline::~CompiledPipeline() = default;
 
+RegionPlanner CompiledPipeline::region_planner(const SampleRng& rng) const {
+  if (image_ops_.empty()) return {};
+  const ImageOp* first = image_ops_.front().get();
+  return [first, rng](int height, int width, RegionPlan& plan) {
+    SampleRng copy = rng;
+    return first->plan_region(height, width, copy, plan);
+  };
+}
+
 void CompiledPipeline::run(Image& image, Image& scratch, SampleRng& rng,
                            void* destination) const {
   for (const auto& op : image_ops_) op->apply(image, scratch, rng);
@@ -238,7 +266,9 @@ void CompiledPipeline::run(Image& image, Image& scratch, SampleRng& rng,
                 " but the batch holds " + std::to_string(shape_.height) + "x" +
                 std::to_string(shape_.width) + "x" + std::to_string(shape_.channels));
   }
-  tensor_stage_->writer->write(image, destination);
+  // The fused flip draws where the flip op would: after every image op.
+  const double flip_p = tensor_stage_->fused_flip_p;
+  tensor_stage_->writer->write(image, destination, flip_p >= 0 && rng.bernoulli(flip_p));
   for (const auto& eraser : tensor_stage_->erasers) eraser.apply(destination, rng);
 }
 
@@ -253,17 +283,48 @@ nlohmann::json Pipeline::to_json() const {
     entry["op"] = op.name;
     out.push_back(std::move(entry));
   }
-  return out;
+  if (mode_ == PipelineMode::kExact) return out;
+  return {{"mode", "fast"}, {"ops", std::move(out)}};
 }
 
+namespace {
+
+// {"mode": "exact" | "fast", "ops": [...]}: the mode, with `ops` returned.
+PipelineMode read_mode(const nlohmann::json& description, const nlohmann::json*& ops) {
+  for (const auto& [key, value] : description.items()) {
+    if (key != "mode" && key != "ops") {
+      throw OptionError("ringloader: pipeline key '" + key +
+                        "' is not supported (a pipeline object has \"mode\" and \"ops\")");
+    }
+  }
+  if (!description.contains("ops")) {
+    throw OptionError("ringloader: a pipeline object needs \"ops\" (the list of ops)");
+  }
+  ops = &description["ops"];
+  const nlohmann::json mode = description.value("mode", nlohmann::json("exact"));
+  if (mode == "exact") return PipelineMode::kExact;
+  if (mode == "fast") return PipelineMode::kFast;
+  throw OptionError("ringloader: pipeline mode " + mode.dump() +
+                    " is not supported; use \"exact\" (the default) or \"fast\"");
+}
+
+}  // namespace
+
 Pipeline Pipeline::from_json(const nlohmann::json& description) {
-  if (!description.is_array()) {
+  const nlohmann::json* ops = &description;
+  PipelineMode mode = PipelineMode::kExact;
+  // An object with "op" is one op, not a pipeline: refused below as before.
+  if (description.is_object() && !description.contains("op")) {
+    mode = read_mode(description, ops);
+  }
+  if (!ops->is_array()) {
     throw OptionError("ringloader: a pipeline is a JSON array of ops, got " +
-                      description.dump().substr(0, 80));
+                      ops->dump().substr(0, 80));
   }
   Pipeline pipeline;
-  for (size_t i = 0; i < description.size(); ++i) {
-    const auto& entry = description[i];
+  pipeline.set_mode(mode);
+  for (size_t i = 0; i < ops->size(); ++i) {
+    const auto& entry = (*ops)[i];
     if (!entry.is_object() || !entry.contains("op") || !entry["op"].is_string()) {
       throw OptionError("ringloader: pipeline op " + std::to_string(i) +
                         " needs an \"op\" name, got " + entry.dump().substr(0, 80));

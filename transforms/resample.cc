@@ -11,10 +11,10 @@
 #include <cstring>
 #include <vector>
 
+#include "transforms/resample_kernels.h"
+
 namespace ringloader::transforms {
 namespace {
-
-constexpr int kPrecisionBits = 32 - 8 - 2;  // Pillow's PRECISION_BITS
 
 struct Filter {
   double (*weight)(double);
@@ -33,15 +33,6 @@ double bicubic_weight(double x) {
   if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
   return 0.0;
 }
-
-// For each output index: the first input index, how many inputs, and their
-// fixed-point weights (Pillow's precompute_coeffs + normalize_coeffs_8bpc).
-struct Coefficients {
-  int taps = 0;
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<int32_t> weights;  // out_size * taps
-};
 
 Coefficients precompute(int in_size, int out_size, const Filter& filter) {
   const double scale = static_cast<double>(in_size) / out_size;
@@ -77,12 +68,6 @@ Coefficients precompute(int in_size, int out_size, const Filter& filter) {
   return c;
 }
 
-inline uint8_t clip8(int32_t value) {
-  if (value >= (1 << kPrecisionBits << 8)) return 255;
-  if (value <= 0) return 0;
-  return static_cast<uint8_t>(value >> kPrecisionBits);
-}
-
 template <int kChannels>
 void horizontal_pass(const ImageView& in, int row_begin, int rows,
                      const Coefficients& c, Image& out) {
@@ -106,6 +91,7 @@ void horizontal_pass(const ImageView& in, int row_begin, int rows,
 // Rows of `in` are relative to the first row the coefficients name.
 void vertical_pass(const ImageView& in, int first_row, const Coefficients& c,
                    Image& out) {
+  if (vertical_pass_avx2(in, first_row, c, out)) return;
   const int out_height = static_cast<int>(c.first.size());
   const int row_values = in.width * in.channels;
   std::vector<int32_t> sums(row_values);
@@ -124,6 +110,7 @@ void vertical_pass(const ImageView& in, int first_row, const Coefficients& c,
 
 void horizontal(const ImageView& in, int row_begin, int rows,
                 const Coefficients& c, Image& out) {
+  if (horizontal_pass_avx2(in, row_begin, rows, c, out)) return;
   switch (in.channels) {
     case 1: return horizontal_pass<1>(in, row_begin, rows, c, out);
     case 3: return horizontal_pass<3>(in, row_begin, rows, c, out);

@@ -16,9 +16,12 @@ class TensorWriter {
   // Normalize follows ToTensor.
   TensorWriter(DType dtype, Layout layout, int channels,
                const std::vector<double>& mean, const std::vector<double>& std);
-  void write(const Image& image, void* destination) const;
+  // `mirror`: write the image flipped left to right (a fused
+  // RandomHorizontalFlip), in the same single pass.
+  void write(const Image& image, void* destination, bool mirror = false) const;
 
  private:
+  void write_rgb_planes(const Image& image, float* out, bool mirror) const;
   DType dtype_;
   Layout layout_;
   // Per channel, the float for each byte value: computed with torchvision's

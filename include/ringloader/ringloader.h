@@ -3,6 +3,7 @@
 
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
+#include "ringloader/custom_op.h"
 #include "ringloader/loader.h"
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"

@@ -54,6 +54,26 @@ struct SampleShape {
   }
 };
 
+// How a pipeline computes its pixels. Chosen per pipeline; both modes run
+// the same ops with the same random draws (same crop boxes, same flips).
+enum class PipelineMode : uint8_t {
+  // Pixel for pixel what torchvision (PIL backend) gives: the default.
+  kExact = 0,
+  // Faster and approximate, for training where a few levels of difference
+  // do not matter (docs/transforms.md lists the measured PSNR vs kExact):
+  //  * a JPEG whose RandomResizedCrop box shrinks >= 2x is decoded at a
+  //    reduced DCT scale (1/2, 1/4, 1/8: libjpeg-turbo's scaling, fast IDCT,
+  //    no fancy upsampling), and only around the box;
+  //  * RandomResizedCrop and Resize use OpenCV's SIMD resize (INTER_AREA
+  //    when shrinking >= 2x, else INTER_LINEAR; INTER_CUBIC to enlarge with
+  //    "bicubic");
+  //  * a trailing RandomHorizontalFlip is fused into the ToTensor /
+  //    Normalize write, straight into the ring slot.
+  // Other ops run as in kExact. Needs a build with OpenCV (OptionError
+  // otherwise, at construction).
+  kFast = 1,
+};
+
 // How decoded images are converted before the first op, like PIL's
 // Image.convert(mode): "RGB" (3 channels) or "L" (1 channel).
 enum class ColorMode : uint8_t { kRGB = 0, kGray = 1 };
@@ -70,9 +90,19 @@ class Pipeline {
   }
   const std::vector<Op>& ops() const { return ops_; }
 
-  // [{"op": "Resize", "size": [256], ...}, ...]
+  //   ringloader::Pipeline pipeline{...};
+  //   pipeline.set_mode(ringloader::PipelineMode::kFast);
+  Pipeline& set_mode(PipelineMode mode) {
+    mode_ = mode;
+    return *this;
+  }
+  PipelineMode mode() const { return mode_; }
+
+  // Exact mode: the list of ops, [{"op": "Resize", "size": [256], ...}, ...].
+  // Fast mode: {"mode": "fast", "ops": [...]}. from_json reads both forms
+  // ({"mode": "exact", ...} too).
   nlohmann::json to_json() const;
-  // Throws OptionError naming the op and parameter that is wrong.
+  // Throws OptionError naming the op and parameter (or key) that is wrong.
   static Pipeline from_json(const nlohmann::json& description);
 
   // Validates every op and computes the output shape for inputs of `mode`
@@ -83,6 +113,7 @@ class Pipeline {
 
  private:
   std::vector<Op> ops_;
+  PipelineMode mode_ = PipelineMode::kExact;
 };
 
 // One sample run through a pipeline in this process: decode, ops, tensor

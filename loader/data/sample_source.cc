@@ -63,19 +63,21 @@ std::string SampleSource::describe(int64_t index) const {
 
 int64_t SampleSource::load(int64_t index, transforms::Image& image,
                            std::vector<uint8_t>& file_bytes,
-                           SampleTiming& timing) const {
+                           SampleTiming& timing,
+                           const transforms::RegionPlanner& region) const {
   if (index < 0 || index >= size()) {
     throw Error("ringloader: sample index " + std::to_string(index) +
                 " is outside the dataset of " + std::to_string(size()));
   }
   if (!idx_images_.values.empty()) return load_idx(index, image);
   if (tar_reader_) return load_tar(index, image, file_bytes, timing);
-  return load_file(index, image, file_bytes, timing);
+  return load_file(index, image, file_bytes, timing, region);
 }
 
 int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
                                 std::vector<uint8_t>& file_bytes,
-                                SampleTiming& timing) const {
+                                SampleTiming& timing,
+                                const transforms::RegionPlanner& region) const {
   const FileSample& sample = dataset_.files()[index];
   uint64_t start = ring::monotonic_ns();
   try {
@@ -88,7 +90,7 @@ int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
   // decode_image names `source` and the reason; we add the sample index.
   transforms::decode_image(file_bytes.data(), file_bytes.size(),
                            dataset_.color_mode(), describe(index), image,
-                           limits_);
+                           limits_, region);
   timing.decode_ns += ring::monotonic_ns() - read_done;
   return sample.label;
 }

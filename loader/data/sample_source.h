@@ -31,15 +31,17 @@ class SampleSource {
   std::string describe(int64_t index) const;
 
   // Decodes sample `index` into `image` and returns its label. `file_bytes`
-  // is the caller's reusable read buffer. Throws IoError / DecodeError
-  // naming the sample and file.
+  // is the caller's reusable read buffer. `region` (the pipeline's, see
+  // CompiledPipeline::region_planner) lets a decoder decode only what the
+  // first op reads. Throws IoError / DecodeError naming the sample and file.
   int64_t load(int64_t index, transforms::Image& image,
-               std::vector<uint8_t>& file_bytes, SampleTiming& timing) const;
+               std::vector<uint8_t>& file_bytes, SampleTiming& timing,
+               const transforms::RegionPlanner& region = {}) const;
 
  private:
   int64_t load_file(int64_t index, transforms::Image& image,
-                    std::vector<uint8_t>& file_bytes,
-                    SampleTiming& timing) const;
+                    std::vector<uint8_t>& file_bytes, SampleTiming& timing,
+                    const transforms::RegionPlanner& region) const;
   int64_t load_idx(int64_t index, transforms::Image& image) const;
   int64_t load_tar(int64_t index, transforms::Image& image,
                    std::vector<uint8_t>& file_bytes, SampleTiming& timing) const;

@@ -119,7 +119,8 @@ void BatchFiller::run_one(const ring::Claim& claim, int64_t sample,
   control_.heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
   control_.current_sample.store(sample, std::memory_order_relaxed);
   SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
-  target = source_.load(sample, scratch.image, scratch.file_bytes, scratch.timing);
+  target = source_.load(sample, scratch.image, scratch.file_bytes, scratch.timing,
+                        pipeline_.region_planner(rng));
   uint64_t start = ring::monotonic_ns();
   pipeline_.run(scratch.image, scratch.scratch, rng, destination);
   scratch.transform_ns += ring::monotonic_ns() - start;

@@ -35,7 +35,7 @@ class NativeDataset:
         return json.dumps(self._description)
 
     def ringloader_pipeline_json(self):
-        return json.dumps(self._pipeline.to_ops())
+        return json.dumps(self._pipeline.to_pipeline())
 
     def _load_pil(self, index):
         raise NotImplementedError

@@ -14,8 +14,8 @@ __all__ = [
     "Compose", "Resize", "CenterCrop", "Pad", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
     "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur",
-    "RandomRotation", "RandomAffine", "RandomErasing", "from_torchvision",
-    "pipeline_json", "apply",
+    "RandomRotation", "RandomAffine", "RandomErasing", "Custom", "from_torchvision",
+    "fast", "pipeline_json", "apply",
 ]
 
 
@@ -50,14 +50,30 @@ class _Op:
 
 
 class Compose:
-    def __init__(self, transforms):
+    """A pipeline. ``mode="exact"`` (default) gives torchvision's pixels;
+    ``mode="fast"`` runs the same ops and random draws approximately and
+    faster (reduced-scale JPEG decoding, OpenCV resizing; see
+    docs/transforms.md for its measured PSNR)."""
+
+    def __init__(self, transforms, mode="exact"):
+        if mode not in ("exact", "fast"):
+            raise OptionError(f"Compose: mode must be 'exact' or 'fast', got {mode!r}")
         self.transforms = [from_torchvision_op(t) for t in transforms]
+        self.mode = mode
 
     def to_ops(self):
         return [t.to_op() for t in self.transforms]
 
+    def to_pipeline(self):
+        """The pipeline as the C++ side reads it (JSON-ready)."""
+        if self.mode == "exact":
+            return self.to_ops()
+        return {"mode": self.mode, "ops": self.to_ops()}
+
     def __repr__(self):
-        return "Compose(" + ", ".join(repr(t) for t in self.transforms) + ")"
+        ops = ", ".join(repr(t) for t in self.transforms)
+        suffix = f", mode={self.mode!r}" if self.mode != "exact" else ""
+        return f"Compose({ops}{suffix})"
 
 
 class Resize(_Op):
@@ -151,6 +167,21 @@ class RandomHorizontalFlip(_Op):
 
 class RandomVerticalFlip(RandomHorizontalFlip):
     name = "RandomVerticalFlip"
+
+
+class Custom(_Op):
+    """An op from a C++ shared library (include/ringloader/custom_op.h),
+    loaded by path in the trainer and in every worker; ``params`` go to the
+    op's constructor as JSON."""
+    name = "Custom"
+
+    def __init__(self, library, name, **params):
+        self.library = str(library)
+        self.op_name = str(name)
+        self.extra = params
+
+    def params(self):
+        return {"library": self.library, "name": self.op_name, **self.extra}
 
 
 class ToTensor(_Op):
@@ -344,8 +375,13 @@ def from_torchvision(transform):
     return Compose([transform])
 
 
+def fast(transform):
+    """``transform`` (torchvision's or ours) as a fast-mode pipeline."""
+    return Compose(from_torchvision(transform).transforms, mode="fast")
+
+
 def pipeline_json(transform):
-    return json.dumps(from_torchvision(transform).to_ops())
+    return json.dumps(from_torchvision(transform).to_pipeline())
 
 
 def apply(transform, image_bytes, mode="RGB", seed=0, epoch=0, index=0):

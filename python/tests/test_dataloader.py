@@ -1,4 +1,5 @@
 import gc
+import os
 
 import pytest
 import torch
@@ -6,6 +7,7 @@ import torchvision
 
 import ringloader
 from ringloader import transforms as T
+from conftest import write_image_folder
 
 
 def test_batches_alias_the_ring_and_match_torchvision(image_folder):
@@ -140,3 +142,43 @@ def test_progress_line_reports_batches_and_rate(image_folder):
     assert count == 6
     text = out.getvalue()
     assert "epoch 0: 6/6 batches" in text and "img/s" in text and "stall" in text
+
+
+def test_fast_mode_loads_close_to_exact_and_rejects_bad_modes(tmp_path):
+    root = write_image_folder(str(tmp_path / "jpegs"), classes=2, per_class=6, ext="jpg")
+    exact = T.Compose([T.RandomResizedCrop(16), T.RandomHorizontalFlip(), T.ToTensor()])
+    fast = T.fast(exact)
+    assert fast.mode == "fast" and "mode='fast'" in repr(fast)
+    batches = {}
+    for name, pipeline in (("exact", exact), ("fast", fast)):
+        dataset = ringloader.datasets.ImageFolder(root, pipeline)
+        loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, seed=3)
+        batches[name] = torch.cat([x.clone() for x, _ in loader])
+    assert batches["exact"].shape == batches["fast"].shape
+    assert not torch.equal(batches["exact"], batches["fast"])  # fast mode really ran
+    # Same crop boxes and flips: the images stay close (random noise images,
+    # so a loose bound; photos are much closer, see docs/transforms.md).
+    assert (batches["exact"] - batches["fast"]).abs().mean() < 0.1
+    with pytest.raises(ringloader.OptionError):
+        T.Compose([T.CenterCrop(8)], mode="quick")
+
+
+def test_custom_op_from_a_shared_library(image_folder):
+    build = os.environ.get("RINGLOADER_BUILD_DIR",
+                           os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+    library = os.path.abspath(os.path.join(build, "libringloader_test_custom_ops.so"))
+    if not os.path.exists(library):
+        pytest.skip("the test custom-op library is not built")
+    plain = T.Compose([T.CenterCrop(8), T.PILToTensor()])
+    inverted = T.Compose([T.CenterCrop(8), T.Custom(library, "RandomInvert", p=1.0),
+                          T.PILToTensor()])
+    runs = []
+    for pipeline in (plain, inverted):
+        dataset = ringloader.datasets.ImageFolder(image_folder, pipeline)
+        loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2)
+        runs.append(torch.cat([x.clone() for x, _ in loader]))
+    assert torch.equal(runs[1], 255 - runs[0])
+    with pytest.raises(ringloader.OptionError, match="RandomInvert.*'p' must be in"):
+        dataset = ringloader.datasets.ImageFolder(
+            image_folder, T.Compose([T.CenterCrop(8), T.Custom(library, "RandomInvert", p=3)]))
+        ringloader.DataLoader(dataset, batch_size=4, num_workers=1)

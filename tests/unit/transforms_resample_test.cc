@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "transforms/resample.h"
+#include "transforms/resample_kernels.h"
+#include <random>
 
 namespace ringloader::transforms {
 namespace {
@@ -35,6 +37,39 @@ TEST(TransformResample, CropViewEqualsCopiedCrop) {
       EXPECT_EQ(from_view.pixels, from_copy.pixels) << h << "x" << w;
     }
   }
+}
+
+// The AVX2 passes compute Pillow's integer sums exactly: same bytes as the
+// portable loops for noise (every value, negative bicubic lobes, clipping),
+// gray and RGB, up- and downscaling, and crops that end at the row's end.
+TEST(TransformResample, Avx2PassesEqualThePortableLoops) {
+  if (!have_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937 rng(5);
+  int compared = 0;
+  for (int channels : {1, 3}) {
+    Image image(301, 257, channels);
+    for (auto& p : image.pixels) p = static_cast<uint8_t>(rng() % 3 == 0 ? 255 * (rng() % 2) : rng());
+    for (auto mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {
+      for (auto [top, left, h, w, out_h, out_w] :
+           {std::array{0, 0, 301, 257, 224, 224}, std::array{17, 40, 200, 217, 224, 224},
+            std::array{100, 3, 33, 45, 224, 224}, std::array{0, 0, 301, 257, 31, 17},
+            std::array{5, 250, 60, 7, 64, 3}, std::array{0, 0, 2, 2, 9, 9},
+            std::array{1, 1, 299, 255, 300, 256}}) {
+        SCOPED_TRACE(std::to_string(channels) + " channels, " + std::to_string(h) + "x" +
+                     std::to_string(w) + " -> " + std::to_string(out_h) + "x" +
+                     std::to_string(out_w));
+        ImageView view = ImageView::of(image).crop(top, left, h, w);
+        Image fast, portable;
+        resample(view, out_h, out_w, mode, fast);
+        allow_simd(false);
+        resample(view, out_h, out_w, mode, portable);
+        allow_simd(true);
+        ASSERT_EQ(fast.pixels, portable.pixels);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 28);
 }
 
 TEST(TransformResample, ConstantImageStaysConstant) {
