@@ -70,18 +70,28 @@ int64_t SampleSource::load(int64_t index, transforms::Image& image,
                 " is outside the dataset of " + std::to_string(size()));
   }
   if (!idx_images_.values.empty()) return load_idx(index, image);
-  if (tar_reader_) return load_tar(index, image, file_bytes, timing);
-  return load_file(index, image, file_bytes, timing, region);
+  return load_encoded(index, image, file_bytes, timing, region);
 }
 
-int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
-                                std::vector<uint8_t>& file_bytes,
-                                SampleTiming& timing,
-                                const transforms::RegionPlanner& region) const {
+int64_t SampleSource::read_encoded(int64_t index,
+                                   std::vector<uint8_t>& file_bytes) const {
+  if (tar_reader_) {
+    tar_reader_->read(index, file_bytes);
+    return dataset_.tar_index()->samples[static_cast<size_t>(index)].label;
+  }
   const FileSample& sample = dataset_.files()[index];
+  read_file(sample.path, file_bytes);
+  return sample.label;
+}
+
+int64_t SampleSource::load_encoded(int64_t index, transforms::Image& image,
+                                   std::vector<uint8_t>& file_bytes,
+                                   SampleTiming& timing,
+                                   const transforms::RegionPlanner& region) const {
   uint64_t start = ring::monotonic_ns();
+  int64_t label = 0;
   try {
-    read_file(sample.path, file_bytes);
+    label = read_encoded(index, file_bytes);
   } catch (const IoError& error) {
     throw IoError("ringloader: " + describe(index) + ": " + error.what());
   }
@@ -92,25 +102,7 @@ int64_t SampleSource::load_file(int64_t index, transforms::Image& image,
                            dataset_.color_mode(), describe(index), image,
                            limits_, region);
   timing.decode_ns += ring::monotonic_ns() - read_done;
-  return sample.label;
-}
-
-int64_t SampleSource::load_tar(int64_t index, transforms::Image& image,
-                               std::vector<uint8_t>& file_bytes,
-                               SampleTiming& timing) const {
-  uint64_t start = ring::monotonic_ns();
-  try {
-    tar_reader_->read(index, file_bytes);
-  } catch (const IoError& error) {
-    throw IoError("ringloader: " + describe(index) + ": " + error.what());
-  }
-  uint64_t read_done = ring::monotonic_ns();
-  timing.read_ns += read_done - start;
-  transforms::decode_image(file_bytes.data(), file_bytes.size(),
-                           dataset_.color_mode(), describe(index), image,
-                           limits_);
-  timing.decode_ns += ring::monotonic_ns() - read_done;
-  return dataset_.tar_index()->samples[static_cast<size_t>(index)].label;
+  return label;
 }
 
 int64_t SampleSource::load_idx(int64_t index, transforms::Image& image) const {

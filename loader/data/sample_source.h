@@ -39,12 +39,13 @@ class SampleSource {
                const transforms::RegionPlanner& region = {}) const;
 
  private:
-  int64_t load_file(int64_t index, transforms::Image& image,
-                    std::vector<uint8_t>& file_bytes, SampleTiming& timing,
-                    const transforms::RegionPlanner& region) const;
+  // A file or a tar member: read the encoded bytes, then decode them.
+  int64_t load_encoded(int64_t index, transforms::Image& image,
+                       std::vector<uint8_t>& file_bytes, SampleTiming& timing,
+                       const transforms::RegionPlanner& region) const;
+  // The encoded bytes of sample `index`; returns its label.
+  int64_t read_encoded(int64_t index, std::vector<uint8_t>& file_bytes) const;
   int64_t load_idx(int64_t index, transforms::Image& image) const;
-  int64_t load_tar(int64_t index, transforms::Image& image,
-                   std::vector<uint8_t>& file_bytes, SampleTiming& timing) const;
 
   Dataset dataset_;
   transforms::DecodeLimits limits_;
