@@ -23,8 +23,9 @@ run_build build-asan address,undefined "ringloader_unit_tests ringloader_loader_
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The torchvision parity suites compare millions of pixels against Python
-# references: minutes under ASan for no memory coverage the fuzzers (decoders,
-# compiled pipelines) and the other suites lack. They run in the plain build.
+# references: minutes under ASan for little memory coverage beyond the
+# fuzzers (decoders, compiled pipelines) and the other suites. They run in
+# the plain build.
 build-asan/ringloader_unit_tests --gtest_brief=1 \
   --gtest_filter='-DecodeParity*:TransformParity*'
 build-asan/ringloader_loader_tests --gtest_brief=1
