@@ -22,6 +22,8 @@
 
 #include <ringloader/transforms.h>
 
+#include "spread_files.h"
+
 namespace {
 
 double thread_cpu_s() {
@@ -54,25 +56,8 @@ double cpu_us_per_image(const ringloader::Pipeline& pipeline,
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t limit = 400;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
-      limit = std::stoul(argv[++i]);
-    } else {
-      files.push_back(argv[i]);
-    }
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: ringloader-fast-psnr [--limit N] FILE.jpg...\n");
-    return 2;
-  }
-  const size_t step = std::max<size_t>(1, files.size() / limit);
-  std::vector<std::vector<uint8_t>> images;
-  for (size_t i = 0; i < files.size() && images.size() < limit; i += step) {
-    std::ifstream in(files[i], std::ios::binary);
-    images.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  const auto images = ringloader::bench::read_spread_files(
+      argc, argv, "ringloader-fast-psnr [--limit N] FILE.jpg...");
   using namespace ringloader;
   const Pipeline exact_crop{RandomResizedCrop(224), RandomHorizontalFlip()};
   Pipeline fast_crop = exact_crop;

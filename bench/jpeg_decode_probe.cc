@@ -34,6 +34,8 @@
 
 #include <jpeglib.h>  // after <cstdio>: it needs size_t and FILE
 
+#include "spread_files.h"
+
 namespace {
 
 double thread_cpu_s() {
@@ -155,25 +157,8 @@ bool decode(const std::vector<unsigned char>& data, Mode mode, const Box& box,
 }  // namespace
 
 int main(int argc, char** argv) {
-  size_t limit = 400;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
-      limit = std::stoul(argv[++i]);
-    } else {
-      files.push_back(argv[i]);
-    }
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: ringloader-jpeg-probe [--limit N] FILE.jpg...\n");
-    return 2;
-  }
-  const size_t step = std::max<size_t>(1, files.size() / limit);
-  std::vector<std::vector<unsigned char>> encoded;
-  for (size_t i = 0; i < files.size() && encoded.size() < limit; i += step) {
-    std::ifstream in(files[i], std::ios::binary);
-    encoded.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  const auto encoded = ringloader::bench::read_spread_files(
+      argc, argv, "ringloader-jpeg-probe [--limit N] FILE.jpg...");
   // Image sizes and boxes, drawn once so every mode sees the same boxes.
   std::mt19937 rng(0);
   std::vector<Box> boxes;

@@ -10,22 +10,34 @@ cd "$(dirname "$0")/.."
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 
+# Each stage's wall time, so CI logs show where its budget goes.
+STAGE_START=$SECONDS
+stage_done() {
+  echo "== $1 took $((SECONDS - STAGE_START)) s"
+  STAGE_START=$SECONDS
+}
+
 scripts/install_deps.sh
+stage_done "install"
 export BUILD_DIR="${BUILD_DIR:-build}"
 scripts/build.sh
+stage_done "build"
 
 echo "== ctest ($BUILD_DIR): C++ suites, pytest, sample smoke run"
 LOG="$BUILD_DIR/ctest.log"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 600) | tee "$LOG"
+stage_done "ctest"
 
 if [ "$QUICK" -eq 0 ]; then
   scripts/sanitizers.sh
+  stage_done "sanitizers"
   echo "== libFuzzer: decoders and the pipeline JSON parser"
   FUZZ_SECONDS="${FUZZ_SECONDS:-30}" scripts/fuzz.sh
+  stage_done "fuzzers"
 fi
 
 # One plain closing line for CI: the ctest totals (sanitizer suites above
 # abort the script on any failure).
 failed=$(grep -oE '[0-9]+ tests failed' "$LOG" | tail -1 | grep -oE '^[0-9]+' || true)
 total=$(grep -oE 'out of [0-9]+' "$LOG" | tail -1 | grep -oE '[0-9]+' || true)
-echo "ctest: $(( ${total:-0} - ${failed:-0} )) passed, ${failed:-0} failed"
+echo "ctest: $(( ${total:-0} - ${failed:-0} )) passed, ${failed:-0} failed; all stages ${SECONDS} s"

@@ -142,33 +142,45 @@ void affine_float(const Image& in, const AffineMatrix& a, Image& out) {
   }
 }
 
-// ImagingGenericTransform with affine_transform and bilinear_filter8/32RGB.
-void affine_bilinear(const Image& in, const AffineMatrix& a, Image& out) {
+// ImagingGenericTransform's loop: each output pixel centre maps through the
+// matrix; one whose source lies outside the image keeps the fill, the others
+// get filter(target, xi, yi, dx, dy) at the source's integer corner and
+// fraction (Pillow subtracts the half pixel before flooring).
+template <typename Filter>
+void for_each_source_point(const Image& in, const AffineMatrix& a, Image& out,
+                           const Filter& filter) {
   const int c = in.channels;
-  auto clip_x = [&](int x) { return x < 0 ? 0 : x < in.width ? x : in.width - 1; };
-  auto clip_y = [&](int y) { return y < 0 ? 0 : y < in.height ? y : in.height - 1; };
   for (int y = 0; y < out.height; ++y) {
     uint8_t* target = out.row(y);
     for (int x = 0; x < out.width; ++x, target += c) {
       const double px = x + 0.5, py = y + 0.5;
-      double xin = a[0] * px + a[1] * py + a[2];
-      double yin = a[3] * px + a[4] * py + a[5];
+      const double xin = a[0] * px + a[1] * py + a[2];
+      const double yin = a[3] * px + a[4] * py + a[5];
       if (!inside(xin, yin, in)) continue;
-      xin -= 0.5;
-      yin -= 0.5;
-      const int xi = pil_floor(xin), yi = pil_floor(yin);
-      const double dx = xin - xi, dy = yin - yi;
-      const int x0 = clip_x(xi) * c, x1 = clip_x(xi + 1) * c;
-      const uint8_t* row0 = in.row(clip_y(yi));
-      const bool below = yi + 1 >= 0 && yi + 1 < in.height;
-      const uint8_t* row1 = below ? in.row(yi + 1) : row0;
-      for (int ch = 0; ch < c; ++ch) {
-        const double v1 = row0[x0 + ch] + (row0[x1 + ch] - row0[x0 + ch]) * dx;
-        const double v2 = below ? row1[x0 + ch] + (row1[x1 + ch] - row1[x0 + ch]) * dx : v1;
-        target[ch] = static_cast<uint8_t>(v1 + (v2 - v1) * dy);
-      }
+      const int xi = pil_floor(xin - 0.5), yi = pil_floor(yin - 0.5);
+      filter(target, xi, yi, (xin - 0.5) - xi, (yin - 0.5) - yi);
     }
   }
+}
+
+int clamp_index(int v, int size) { return v < 0 ? 0 : v < size ? v : size - 1; }
+
+// bilinear_filter8/32RGB: columns clamped; a row below the image repeats
+// the interpolated row above.
+void affine_bilinear(const Image& in, const AffineMatrix& a, Image& out) {
+  const int c = in.channels;
+  for_each_source_point(in, a, out, [&](uint8_t* target, int xi, int yi, double dx,
+                                        double dy) {
+    const int x0 = clamp_index(xi, in.width) * c, x1 = clamp_index(xi + 1, in.width) * c;
+    const uint8_t* row0 = in.row(clamp_index(yi, in.height));
+    const bool below = yi + 1 >= 0 && yi + 1 < in.height;
+    const uint8_t* row1 = below ? in.row(yi + 1) : row0;
+    for (int ch = 0; ch < c; ++ch) {
+      const double v1 = row0[x0 + ch] + (row0[x1 + ch] - row0[x0 + ch]) * dx;
+      const double v2 = below ? row1[x0 + ch] + (row1[x1 + ch] - row1[x0 + ch]) * dx : v1;
+      target[ch] = static_cast<uint8_t>(v1 + (v2 - v1) * dy);
+    }
+  });
 }
 
 // Pillow's BICUBIC macro: a cubic through four samples at offset d.
@@ -180,47 +192,35 @@ double cubic(double v1, double v2, double v3, double v4, double d) {
   return p1 + d * (p2 + d * (p3 + d * p4));
 }
 
-// ImagingGenericTransform with affine_transform and bicubic_filter8/32RGB:
-// rows outside the image repeat the row above, columns are clamped, the
-// result is clipped and truncated.
+// bicubic_filter8/32RGB: rows outside the image repeat the row above,
+// columns are clamped, the result is clipped and truncated.
 void affine_bicubic(const Image& in, const AffineMatrix& a, Image& out) {
   const int c = in.channels;
-  auto clip_x = [&](int x) { return x < 0 ? 0 : x < in.width ? x : in.width - 1; };
-  for (int y = 0; y < out.height; ++y) {
-    uint8_t* target = out.row(y);
-    for (int x = 0; x < out.width; ++x, target += c) {
-      const double px = x + 0.5, py = y + 0.5;
-      double xin = a[0] * px + a[1] * py + a[2];
-      double yin = a[3] * px + a[4] * py + a[5];
-      if (!inside(xin, yin, in)) continue;
-      xin -= 0.5;
-      yin -= 0.5;
-      const int xi = pil_floor(xin), yi = pil_floor(yin);
-      const double dx = xin - xi, dy = yin - yi;
-      int columns[4];
-      for (int k = 0; k < 4; ++k) columns[k] = clip_x(xi - 1 + k) * c;
-      const int top = yi - 1;
-      const uint8_t* rows[4];
-      rows[0] = in.row(top < 0 ? 0 : top < in.height ? top : in.height - 1);
-      for (int k = 1; k < 4; ++k) {
-        const bool inside = top + k >= 0 && top + k < in.height;
-        rows[k] = inside ? in.row(top + k) : nullptr;  // nullptr: repeat the row above
-      }
-      for (int ch = 0; ch < c; ++ch) {
-        double v[4];
-        for (int k = 0; k < 4; ++k) {
-          if (k > 0 && !rows[k]) {
-            v[k] = v[k - 1];
-            continue;
-          }
-          const uint8_t* r = rows[k] + ch;
-          v[k] = cubic(r[columns[0]], r[columns[1]], r[columns[2]], r[columns[3]], dx);
-        }
-        const double value = cubic(v[0], v[1], v[2], v[3], dy);
-        target[ch] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
-      }
+  for_each_source_point(in, a, out, [&](uint8_t* target, int xi, int yi, double dx,
+                                        double dy) {
+    int columns[4];
+    for (int k = 0; k < 4; ++k) columns[k] = clamp_index(xi - 1 + k, in.width) * c;
+    const int top = yi - 1;
+    const uint8_t* rows[4];
+    rows[0] = in.row(clamp_index(top, in.height));
+    for (int k = 1; k < 4; ++k) {
+      const bool inside = top + k >= 0 && top + k < in.height;
+      rows[k] = inside ? in.row(top + k) : nullptr;  // nullptr: repeat the row above
     }
-  }
+    for (int ch = 0; ch < c; ++ch) {
+      double v[4];
+      for (int k = 0; k < 4; ++k) {
+        if (k > 0 && !rows[k]) {
+          v[k] = v[k - 1];
+          continue;
+        }
+        const uint8_t* r = rows[k] + ch;
+        v[k] = cubic(r[columns[0]], r[columns[1]], r[columns[2]], r[columns[3]], dx);
+      }
+      const double value = cubic(v[0], v[1], v[2], v[3], dy);
+      target[ch] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
+    }
+  });
 }
 
 // Image.transpose(ROTATE_90 / ROTATE_180 / ROTATE_270); `quarter` 1, 2, 3.

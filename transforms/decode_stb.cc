@@ -1,14 +1,6 @@
 // PNG, BMP, GIF (first frame) and PNM through stb_image. Sizes are read
 // with stbi_info first so a bomb is refused before stb allocates; pixels are
 // decoded with the file's own channels and converted the way PIL converts.
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_NO_STDIO
-#define STBI_ONLY_PNG
-#define STBI_ONLY_BMP
-#define STBI_ONLY_GIF
-#define STBI_ONLY_PNM
-#include <stb_image.h>
-
 #include <climits>
 #include <memory>
 #include <vector>
@@ -17,6 +9,7 @@
 #include "transforms/color_convert.h"
 #include "transforms/decoders.h"
 #include "transforms/png_chunks.h"
+#include "transforms/stb_config.h"
 
 namespace ringloader::transforms {
 namespace {
@@ -30,6 +23,12 @@ using StbPixels = std::unique_ptr<stbi_uc, StbFree>;
   throw DecodeError("ringloader: " + source + ": " + what);
 }
 
+// stb's own words in parentheses; some of its failure paths set none.
+std::string stb_reason() {
+  const char* reason = stbi_failure_reason();
+  return reason && *reason ? std::string(" (") + reason + ")" : std::string();
+}
+
 // PIL's mode "I" for 16-bit gray PNGs: values clip to 255 when converted.
 void decode_gray16_png(const uint8_t* data, int length, ColorMode mode,
                        const std::string& source, Image& out) {
@@ -37,7 +36,7 @@ void decode_gray16_png(const uint8_t* data, int length, ColorMode mode,
   std::unique_ptr<stbi_us, StbFree> pixels(
       stbi_load_16_from_memory(data, length, &width, &height, &channels, 0));
   if (!pixels) {
-    fail(source, std::string("corrupt or truncated PNG (") + stbi_failure_reason() + ")");
+    fail(source, "corrupt or truncated PNG" + stb_reason());
   }
   const size_t count = static_cast<size_t>(width) * height;
   out.reshape(height, width, 1);
@@ -79,7 +78,7 @@ void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
   int width = 0, height = 0, channels = 0;
   if (!stbi_info_from_memory(data, length, &width, &height, &channels)) {
     fail(source, "corrupt header of a " + stb_format_name(data, size, png) +
-                     " file (" + stbi_failure_reason() + ")");
+                     " file" + stb_reason());
   }
   check_pixel_limit(width, height, source, limits);
   if (png && header.bit_depth == 16 && header.color_type == 0) {
@@ -87,12 +86,12 @@ void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
   }
   StbPixels pixels(stbi_load_from_memory(data, length, &width, &height, &channels, 0));
   if (!pixels && png) {
-    const std::string reason = stbi_failure_reason();
+    const std::string reason = stb_reason();
     pixels = load_truncated_png(data, size, width, height, channels);
-    if (!pixels) fail(source, "truncated or corrupt PNG (" + reason + ")");
+    if (!pixels) fail(source, "corrupt or truncated PNG" + reason);
   }
   if (!pixels) {
-    fail(source, std::string("corrupt or truncated image (") + stbi_failure_reason() + ")");
+    fail(source, "corrupt or truncated image" + stb_reason());
   }
   const size_t count = static_cast<size_t>(width) * height;
   if (mode == ColorMode::kGray) {

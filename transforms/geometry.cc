@@ -91,6 +91,7 @@ Box random_resized_crop_box(int height, int width, const std::array<double, 2>& 
 std::pair<int, int> resized_size(int height, int width, const std::vector<int>& size,
                                  int max_size) {
   if (size.size() == 2) return {size[0], size[1]};
+  if (height <= 0 || width <= 0) return {0, 0};
   const int shorter = std::min(height, width), longer = std::max(height, width);
   int new_short = size[0];
   int new_long = static_cast<int>(static_cast<double>(new_short) * longer / shorter);

@@ -39,8 +39,6 @@ class Resize final : public ImageOp {
     std::swap(in, out);
   }
   std::pair<int, int> output_size(int height, int width) const override {
-    if (size_.size() == 2) return {size_[0], size_[1]};
-    if (height <= 0 || width <= 0) return {0, 0};
     return resized_size(height, width, size_, max_size_);
   }
 

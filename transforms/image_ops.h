@@ -26,7 +26,8 @@ void pad(const Image& in, const Padding& padding, Image& out);
 // Draws per try: uniform(scale), uniform(log ratio); then top, left.
 Box random_resized_crop_box(int height, int width, const std::array<double, 2>& scale,
                             const std::array<double, 2>& ratio, SampleRng& rng);
-// torchvision's Resize output size for [size] (shorter side) or [h, w].
+// torchvision's Resize output size for [size] (shorter side) or [h, w];
+// {0, 0} for [size] when the input size is not known (not positive).
 std::pair<int, int> resized_size(int height, int width, const std::vector<int>& size,
                                  int max_size);
 

@@ -109,7 +109,7 @@ TEST(DecodeErrors, TruncatedFiles) {
     EXPECT_HAS(decode_error(jpeg), "x/bad.img: truncated JPEG");
   }
   std::vector<uint8_t> png(kPng.begin(), kPng.begin() + 48);  // inside IDAT
-  EXPECT_HAS(decode_error(png), "x/bad.img: truncated or corrupt PNG");
+  EXPECT_HAS(decode_error(png), "x/bad.img: corrupt or truncated PNG");
 }
 
 TEST(DecodeErrors, TooManyPixelsIsRefusedBeforeDecoding) {
@@ -162,6 +162,19 @@ TEST(DecodeErrors, EveryPrefixIsAnErrorOrAnImage) {
       }
     }
   }
+}
+
+// Found by fuzz_decode_png: an empty first IDAT chunk makes stb copy zero
+// bytes to a null buffer. The file is corrupt (IDAT holds no zlib stream)
+// and must say so; under UBSan this also proves stb's TU is built so that
+// the harmless copy does not stop the run.
+TEST(DecodeErrors, EmptyFirstIdatChunkIsCorrupt) {
+  const std::vector<uint8_t> png = {
+      0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+      0x44, 0x52, 0x00, 0x00, 0x00, 0x0f, 0x00, 0x00, 0x00, 0x0a, 0x08, 0x04, 0x00, 0x00,
+      0x00, 0xff, 0x1c, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x49, 0x44, 0x41, 0x54, 0x78,
+      0x9c, 0xff, 0x1c, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00};
+  EXPECT_HAS(decode_error(png), "x/bad.img: corrupt or truncated PNG");
 }
 
 }  // namespace

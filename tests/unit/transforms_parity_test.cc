@@ -13,11 +13,7 @@
 namespace ringloader {
 namespace {
 
-using testing::Check;
-using testing::deterministic;
-using testing::input_path;
-using testing::kSeed;
-using testing::run_checks;
+using namespace testing;  // parity_checks.h: Check, run_checks, kSeed, ...
 
 const char* kImages[] = {"rgb.png", "portrait.png", "tiny.png", "large.jpg"};
 
