@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds ringloader into BUILD_DIR (default: build).
 #   scripts/build.sh [extra cmake args...]
+#   BUILD_TARGETS="ringloader-train" scripts/build.sh   only those targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${BUILD_DIR:-build}"
@@ -10,4 +11,6 @@ if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DPython3_EXECUTABLE=/usr/bin/python3 "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+TARGETS=()
+if [ -n "${BUILD_TARGETS:-}" ]; then TARGETS=(--target $BUILD_TARGETS); fi
+cmake --build "$BUILD_DIR" -j "$(nproc)" "${TARGETS[@]}"

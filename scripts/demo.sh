@@ -6,5 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 export BUILD_DIR="${BUILD_DIR:-build}"
-scripts/build.sh
+# The trainer alone (it brings the library and the worker): the test suites
+# are scripts/test.sh's to build.
+BUILD_TARGETS="ringloader-train" scripts/build.sh
 exec "$BUILD_DIR/ringloader-train" "$@"
