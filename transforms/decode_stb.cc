@@ -48,13 +48,18 @@ void decode_gray16_png(const uint8_t* data, int length, ColorMode mode,
   }
 }
 
-// stb_image refuses a PNG cut after its last pixel row, which PIL loads.
-StbPixels load_truncated_png(const uint8_t* data, size_t size, int& width, int& height,
-                             int& channels) {
+// stb_image refuses a PNG cut after its last pixel row, which PIL loads, so
+// a cut file is decoded from its closed copy. Going there first (stb would
+// fail on the cut file anyway) also spares the allocation stb makes for the
+// bytes an IDAT claims before finding them missing: up to 4 GiB for a
+// corrupt length.
+StbPixels load_png(const uint8_t* data, size_t size, int& width, int& height,
+                   int& channels) {
   const std::vector<uint8_t> closed = close_truncated_png(data, size);
-  if (closed.empty()) return nullptr;
-  return StbPixels(stbi_load_from_memory(closed.data(), static_cast<int>(closed.size()),
-                                         &width, &height, &channels, 0));
+  const uint8_t* bytes = closed.empty() ? data : closed.data();
+  const size_t length = closed.empty() ? size : closed.size();
+  return StbPixels(stbi_load_from_memory(bytes, static_cast<int>(length), &width, &height,
+                                         &channels, 0));
 }
 
 // The format the magic bytes announced, for "corrupt header" messages.
@@ -84,12 +89,10 @@ void decode_with_stb(const uint8_t* data, size_t size, ColorMode mode,
   if (png && header.bit_depth == 16 && header.color_type == 0) {
     return decode_gray16_png(data, length, mode, source, out);
   }
-  StbPixels pixels(stbi_load_from_memory(data, length, &width, &height, &channels, 0));
-  if (!pixels && png) {
-    const std::string reason = stb_reason();
-    pixels = load_truncated_png(data, size, width, height, channels);
-    if (!pixels) fail(source, "corrupt or truncated PNG" + reason);
-  }
+  StbPixels pixels = png ? load_png(data, size, width, height, channels)
+                         : StbPixels(stbi_load_from_memory(data, length, &width, &height,
+                                                           &channels, 0));
+  if (!pixels && png) fail(source, "corrupt or truncated PNG" + stb_reason());
   if (!pixels) {
     fail(source, "corrupt or truncated image" + stb_reason());
   }
