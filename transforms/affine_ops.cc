@@ -62,9 +62,9 @@ WarpFilter filter(OpParams& p) {
 std::vector<int> fill(OpParams& p) {
   std::vector<int> out;
   for (double v : p.numbers("fill", {0.0}, {1, 3})) {
-    const int value = static_cast<int>(v);
-    if (value < 0 || value > 255) p.fail("fill", "values must be in [0, 255]");
-    out.push_back(value);
+    // Range-checked as a double: int() of 1e30 would be undefined.
+    if (!(v > -1.0 && v < 256.0)) p.fail("fill", "values must be in [0, 255]");
+    out.push_back(static_cast<int>(v));
   }
   return out;
 }

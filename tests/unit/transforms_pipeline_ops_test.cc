@@ -98,6 +98,9 @@ TEST(PipelineOps, MistakesNameTheOpAndParameter) {
   EXPECT_HAS(error, "'shear' must have 1 or 2 or 4 values");
   error = option_error(op("RandomAffine", {{"degrees", 0}, {"fill", 300}}));
   EXPECT_HAS(error, "'fill' values must be in [0, 255]");
+  // Found by fuzz_pipeline_json: int() of 1e26 was undefined behaviour.
+  error = option_error(op("RandomRotation", {{"degrees", 10}, {"fill", {1e26, 2, 3}}}));
+  EXPECT_HAS(error, "'fill' values must be in [0, 255]");
   error = option_error(op("RandomAffine", {{"degrees", 0}, {"resample", 2}}));
   EXPECT_HAS(error, "'resample' is not a parameter of RandomAffine");
 }
