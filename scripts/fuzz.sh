@@ -2,8 +2,9 @@
 # Builds the libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz and runs
 # each for FUZZ_SECONDS (default 30) from seed corpora; fails on any crash,
 # leak, sanitizer report or harness abort. Findings land in build-fuzz/findings.
-# The mutation seed is fixed (FUZZ_SEED, default 1) so that a CI run explores
-# the same inputs each time; set another to explore further.
+# The mutation seed is fixed (FUZZ_SEED, default 1) so that runs start from
+# the same mutations; runs are bounded by time, so how far they get still
+# varies with the machine. Set another seed to explore further.
 #   scripts/fuzz.sh                 every harness
 #   FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_decode_png
 set -euo pipefail

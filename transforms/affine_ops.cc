@@ -62,8 +62,7 @@ WarpFilter filter(OpParams& p) {
 std::vector<int> fill(OpParams& p) {
   std::vector<int> out;
   for (double v : p.numbers("fill", {0.0}, {1, 3})) {
-    // Range-checked as a double: int() of 1e30 would be undefined.
-    if (!(v > -1.0 && v < 256.0)) p.fail("fill", "values must be in [0, 255]");
+    if (!int_fits_uint8(v)) p.fail("fill", "values must be in [0, 255]");
     out.push_back(static_cast<int>(v));
   }
   return out;

@@ -11,6 +11,10 @@
 
 namespace ringloader::transforms {
 
+// Whether Python's int(v) lands in [0, 255], checked on the double: casting
+// an out-of-range double (1e26, NaN) to int is undefined behaviour.
+inline bool int_fits_uint8(double v) { return v > -1.0 && v < 256.0; }
+
 class OpParams {
  public:
   OpParams(const Op& op, size_t position) : op_(op), position_(position) {}

@@ -92,11 +92,10 @@ ErasingParams erasing_params(OpParams& p, int channels) {
 RandomErasing::RandomErasing(ErasingParams params, const SampleShape& shape,
                              std::vector<double> mean, std::vector<double> std)
     : params_(std::move(params)), shape_(shape), mean_(std::move(mean)), std_(std::move(std)) {
-  // torch refuses a uint8 erase value that overflows; converting one here
-  // would be undefined behaviour.
+  // torch refuses a uint8 erase value that overflows.
   if (shape_.dtype != DType::kUInt8 || params_.random_value) return;
   for (double v : params_.value) {
-    if (!(v > -1.0 && v < 256.0)) {
+    if (!int_fits_uint8(v)) {
       throw OptionError("ringloader: RandomErasing: value " + std::to_string(v) +
                         " cannot be converted to uint8 without overflow");
     }
