@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz and runs
-# each for FUZZ_SECONDS (default 30) from seed corpora; fails on any crash,
-# leak, sanitizer report or harness abort. Findings land in build-fuzz/findings.
-# The mutation seed is fixed (FUZZ_SEED, default 1) so that runs start from
-# the same mutations; runs are bounded by time, so how far they get still
-# varies with the machine. Set another seed to explore further.
-#   scripts/fuzz.sh                 every harness
-#   FUZZ_SECONDS=600 scripts/fuzz.sh fuzz_decode_png
+# them from the seed corpora plus the regression inputs in
+# tests/fuzz/regressions/<harness>/ (every past finding); fails on any crash,
+# leak, sanitizer report or harness abort. Findings land in
+# build-fuzz/findings.
+#
+# Default (CI): each harness runs a fixed number of inputs (-runs) from a
+# fixed mutation seed (FUZZ_SEED, default 1) and a fresh corpus, so the
+# same commit reaches the same inputs on every machine: a commit whose CI
+# passed once passes again. FUZZ_RUNS scales every harness's run count
+# (a percentage, default 100).
+# --long: bounded by time instead (FUZZ_SECONDS each, default 600), a random
+# seed and a corpus kept between runs, to explore; copy what it finds into
+# tests/fuzz/regressions/<harness>/ so CI replays it from then on.
+#   scripts/fuzz.sh                         every harness, CI's run
+#   scripts/fuzz.sh --long fuzz_decode_png  ten minutes of one harness
+set -euo pipefail
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-fuzz
-SECONDS_EACH=${FUZZ_SECONDS:-30}
+LONG=0
+if [ "${1:-}" = "--long" ]; then LONG=1; shift; fi
+SECONDS_EACH=${FUZZ_SECONDS:-600}
 SEED=${FUZZ_SEED:-1}
+RUNS_PERCENT=${FUZZ_RUNS:-100}
+# Inputs per harness in CI: about 20 s each on a 2-core machine.
+declare -A RUNS=([fuzz_decode_jpeg]=150000 [fuzz_decode_png]=300000
+                 [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=300000
+                 [fuzz_pipeline_json]=400000)
 HARNESSES=("$@")
 if [ ${#HARNESSES[@]} -eq 0 ]; then
   HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json)
@@ -37,18 +53,30 @@ for harness in "${HARNESSES[@]}"; do
   name=${harness#fuzz_}
   seeds="$BUILD/seeds/${name#decode_}"
   corpus="$BUILD/corpus/$name"
+  regressions="tests/fuzz/regressions/$harness"
+  dirs=("$corpus" "$seeds")
+  [ -d "$regressions" ] && dirs+=("$regressions")
+  if [ "$LONG" -eq 1 ]; then
+    bound=(-max_total_time="$SECONDS_EACH" -seed=0)
+    echo "== $harness: ${SECONDS_EACH}s, random seed"
+  else
+    rm -rf "$corpus"  # a fresh corpus: the same inputs on every machine
+    bound=(-runs=$(( ${RUNS[$harness]} * RUNS_PERCENT / 100 )) -seed="$SEED")
+    echo "== $harness: ${bound[0]#-}, seed $SEED"
+  fi
   mkdir -p "$corpus"
-  echo "== $harness: ${SECONDS_EACH}s"
   status=0
-  "$BUILD/$harness" -max_total_time="$SECONDS_EACH" -seed="$SEED" -rss_limit_mb=2048 -max_len=65536 \
+  "$BUILD/$harness" "${bound[@]}" -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="$BUILD/findings/$harness-" -print_final_stats=1 \
-    "$corpus" "$seeds" > "$BUILD/$harness.log" 2>&1 || status=$?
+    "${dirs[@]}" > "$BUILD/$harness.log" 2>&1 || status=$?
   # The log keeps the fuzzer's chatter; its verdict is the exit status.
-  grep -E "^(stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|Done)" "$BUILD/$harness.log" || true
+  grep -E "^(stat::number_of_executed_units|stat::average_exec_per_sec|==[0-9]+==ERROR|SUMMARY|Done)" \
+    "$BUILD/$harness.log" || true
   if [ "$status" -ne 0 ]; then
     tail -40 "$BUILD/$harness.log"
     echo "fuzz: $harness found a failure; reproduce with: $BUILD/$harness $BUILD/findings/$harness-*"
+    echo "fuzz: once fixed, keep the input: cp $BUILD/findings/$harness-* $regressions/"
     exit 1
   fi
 done
-echo "fuzz: ${#HARNESSES[@]} harnesses ran ${SECONDS_EACH}s each without a failure"
+echo "fuzz: ${#HARNESSES[@]} harnesses ran without a failure"

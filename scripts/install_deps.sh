@@ -8,7 +8,7 @@ PACKAGES=(
   libtorch-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libopencv-dev libtbb-dev
   libgtest-dev nlohmann-json3-dev zlib1g-dev
   pybind11-dev python3-dev python3-pybind11 python3-torch python3-torchvision
-  python3-numpy python3-pytest python3-skimage python3-pil
+  python3-numpy python3-pytest python3-skimage python3-pil python3-cloudpickle
   dataset-fashion-mnist
 )
 

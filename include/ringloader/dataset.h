@@ -52,7 +52,10 @@ class Dataset {
 
   // MNIST-style IDX files (images idx3-ubyte, labels idx1-ubyte), plain or
   // gzip-compressed, e.g. Debian's /usr/share/datasets/fashion-mnist.
-  // Images are 8-bit grayscale ("L"), like torchvision.datasets.MNIST.
+  // Images of shape (N, H, W) are 8-bit grayscale ("L"), like
+  // torchvision.datasets.MNIST; (N, H, W, 3) are RGB, like the arrays of
+  // torchvision.datasets.CIFAR10 (which ringloader.DataLoader writes to an
+  // IDX memfd to run them natively).
   static Dataset idx(const std::string& images_path,
                      const std::string& labels_path);
 

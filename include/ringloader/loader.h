@@ -14,10 +14,18 @@
 //   }
 //
 // Each batch's tensors alias one ring slot. The slot goes back to the workers
-// when the last tensor that aliases it is destroyed (a lease), so memory is
-// fixed at construction: ring_slots batches, never more. Keep fewer than
-// ring_slots batches alive at once; the iterator throws LeaseError rather
-// than wait forever if every slot is held. Clone a tensor to keep it longer.
+// when the last tensor that aliases it is destroyed (a lease), so the ring is
+// fixed at construction: ring_slots batches. A loop that drops its batches
+// never copies them. Code that keeps batches (a list of every batch, stored
+// outputs) is served too: when next() needs a slot that a kept batch still
+// holds, that batch (the oldest held) is spilled: its bytes are copied once
+// into private memory and its storage's data pointer swapped, so every
+// tensor and view of it follows, and the slot goes back to the workers
+// (LoaderStats::spilled_batches counts them). Spilling runs on the thread
+// calling next(): a held host batch must not be read or written by another
+// thread while next() runs. Pointers taken from a batch (data_ptr(),
+// from_blob views, DLPack exports) do not follow a spill; tensors do.
+// held_batches = kRaise throws LeaseError instead of spilling.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +45,12 @@
 
 namespace ringloader {
 
+// What next() does when the slot it needs is held by a batch still alive.
+enum class HeldBatches {
+  kSpill,  // copy the held batch out of the ring (see above) and go on
+  kRaise,  // throw LeaseError: every slot is held
+};
+
 struct LoaderOptions {
   int64_t batch_size = 1;
   // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
@@ -47,6 +61,8 @@ struct LoaderOptions {
   int ring_slots = 0;
   bool shuffle = false;
   bool drop_last = false;
+  // Kept batches: spilled out of the ring, or LeaseError. Default: kSpill.
+  HeldBatches held_batches = HeldBatches::kSpill;
   // Seeds the per-epoch shuffle and every sample's augmentation stream.
   uint64_t seed = 0;
   // Threads that decode the samples of one batch in parallel, per worker
@@ -98,16 +114,25 @@ struct LoaderOptions {
 
   // --- GPU stage (used when built with the CUDA Toolkit and a GPU exists) ---
   // "cpu" keeps batches on the host. "cuda" (GPU $LOCAL_RANK when set, else
-  // 0) / "cuda:N" copies each ready
+  // the current device at the first iteration) / "cuda:N" copies each ready
   // batch into one of `device_slots` buffers on GPU N, on a dedicated copy
   // stream; the current stream waits on the copy's event (no host sync).
-  // Throws OptionError at construction if that device cannot be used.
+  // Throws OptionError at construction if that device cannot be used (which
+  // only counts GPUs: device memory and streams are made at the first
+  // iteration). Default: "cpu".
   std::string device = "cpu";
   int device_slots = 3;
   // Page-lock the ring (cudaHostRegister) when CUDA is present, so copies
   // run at full PCIe speed, also for device "cpu" (like torch's
-  // pin_memory). Workers never touch CUDA either way.
-  bool pin_memory = true;
+  // pin_memory). Implied by a "cuda" device. Workers never touch CUDA.
+  // CUDA is touched only from the first iteration on (begin() /
+  // begin_epoch()), on the calling thread's current device, never at
+  // construction. With a pinned ring, a slot whose last tensor dies goes
+  // back to the workers only once the work enqueued on the releasing
+  // thread's current CUDA stream at that moment is done (so
+  // tensor.to(cuda, non_blocking=true) then dropping the tensor is safe).
+  // Default: false (torch's DataLoader default).
+  bool pin_memory = false;
   // On-device finishing for uint8 pipelines (no ToTensor): the GPU converts
   // to float32 CHW, scales by 1/255 and normalizes with these per-channel
   // values, so the copy moves 4x fewer bytes. Empty: batches stay uint8.
@@ -146,6 +171,7 @@ struct LoaderStats {
   int64_t skipped_samples = 0; // bad samples replaced (on_error = "skip")
   int64_t worker_restarts = 0; // dead or hung workers replaced
   int64_t redone_batches = 0;  // batches re-done after their worker was lost
+  int64_t spilled_batches = 0; // held batches copied out of the ring
   std::string to_string() const;
 };
 

@@ -18,14 +18,16 @@
 #include "loader/cuda/current_stream.h"
 #include "loader/cuda/finish_kernel.h"
 #include "loader/trainer/device_stage.h"
+#include "loader/trainer/release_fence.h"
 
 namespace ringloader::trainer {
 namespace {
 
 using cuda::check;
 
+// -1 for "cuda": the current device at the first iteration.
 int parse_device(const std::string& device) {
-  if (device == "cuda") return 0;
+  if (device == "cuda") return -1;
   if (device.rfind("cuda:", 0) == 0) {
     try {
       size_t used = 0;
@@ -70,6 +72,7 @@ struct DeviceSlots {
 
   explicit DeviceSlots(int count) : slots(count) {}
   ~DeviceSlots() {
+    if (!copy_stream) return;  // never allocated: CUDA stays untouched
     DeviceGuard guard(device);
     if (copy_stream) cudaStreamSynchronize(copy_stream);
     for (DeviceSlot& slot : slots) {
@@ -102,7 +105,12 @@ class DeviceLease {
   int index_;
 };
 
-void release_host_batch(void* batch) { delete static_cast<Batch*>(batch); }
+// A CUDA host function: the copy has read the slot, and CUDA calls are not
+// allowed here, so the release is not fenced again.
+void release_host_batch(void* batch) {
+  trainer::UnfencedReleaseScope unfenced;
+  delete static_cast<Batch*>(batch);
+}
 
 class CudaDeviceStage final : public DeviceStage {
  public:
@@ -112,7 +120,7 @@ class CudaDeviceStage final : public DeviceStage {
         state_(std::make_shared<DeviceSlots>(options.device_slots)) {
     state_->device = parse_device(options.device);
     configure_finishing(options);
-    allocate();
+    check_device_exists();  // counts GPUs only: no context, no memory yet
   }
 
   int slot_count() const override { return static_cast<int>(state_->slots.size()); }
@@ -123,6 +131,7 @@ class CudaDeviceStage final : public DeviceStage {
   int64_t batches() const override { return batches_; }
 
   Batch to_device(Batch host) override {
+    if (!allocated_) allocate();  // the first iteration, on its thread
     const int index = static_cast<int>(next_slot_ % state_->slots.size());
     DeviceSlot& slot = state_->slots[index];
     if (slot.leased.load(std::memory_order_acquire)) {
@@ -185,7 +194,7 @@ class CudaDeviceStage final : public DeviceStage {
     }
   }
 
-  void allocate() {
+  void check_device_exists() {
     int devices = 0;
     check(cudaGetDeviceCount(&devices), "counting GPUs");
     if (state_->device >= devices) {
@@ -193,6 +202,11 @@ class CudaDeviceStage final : public DeviceStage {
                         " requested but only " + std::to_string(devices) +
                         " GPU(s) are visible");
     }
+  }
+
+  void allocate() {
+    if (state_->device < 0) check(cudaGetDevice(&state_->device), "current GPU");
+    allocated_ = true;  // (DeviceSlots frees whatever part was made)
     DeviceGuard guard(state_->device);
     check(cudaStreamCreateWithFlags(&state_->copy_stream, cudaStreamNonBlocking),
           "creating copy stream");
@@ -242,6 +256,7 @@ class CudaDeviceStage final : public DeviceStage {
   cuda::FinishParams finish_;
   uint64_t next_slot_ = 0;
   int64_t batches_ = 0;
+  bool allocated_ = false;
 };
 
 }  // namespace

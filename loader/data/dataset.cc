@@ -94,9 +94,12 @@ Dataset Dataset::idx(const std::string& images_path,
                      const std::string& labels_path) {
   auto image_dims = data::read_idx_dims(images_path);
   auto label_dims = data::read_idx_dims(labels_path);
-  if (image_dims.size() != 3) {
+  // (N, H, W) is grayscale (MNIST); (N, H, W, 3) is RGB in HWC order, as
+  // torchvision's CIFAR keeps its arrays.
+  const bool rgb = image_dims.size() == 4 && image_dims[3] == 3;
+  if (image_dims.size() != 3 && !rgb) {
     throw OptionError("ringloader: IDX images " + images_path +
-                      " must have 3 dimensions (N, H, W)");
+                      " must have 3 dimensions (N, H, W) or 4 (N, H, W, 3)");
   }
   if (label_dims.size() != 1 || label_dims[0] != image_dims[0]) {
     throw OptionError("ringloader: IDX labels " + labels_path + " hold " +
@@ -107,7 +110,7 @@ Dataset Dataset::idx(const std::string& images_path,
   if (image_dims[0] == 0) throw IoError("ringloader: " + images_path + " is empty");
   Dataset dataset;
   dataset.kind_ = Kind::kIdx;
-  dataset.mode_ = ColorMode::kGray;
+  dataset.mode_ = rgb ? ColorMode::kRGB : ColorMode::kGray;
   dataset.idx_images_ = images_path;
   dataset.idx_labels_ = labels_path;
   dataset.idx_count_ = image_dims[0];

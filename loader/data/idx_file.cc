@@ -20,7 +20,8 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
 // gzread reads plain files too, so one path serves .gz and raw IDX.
 GzFile open(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
+  // "e": O_CLOEXEC, so no program a worker runs inherits the file.
+  gzFile file = gzopen(path.c_str(), "rbe");
   if (!file) {
     throw IoError("ringloader: cannot open IDX file " + path + ": " +
                   std::strerror(errno ? errno : ENOENT));

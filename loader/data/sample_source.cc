@@ -108,8 +108,9 @@ int64_t SampleSource::load_encoded(int64_t index, transforms::Image& image,
 int64_t SampleSource::load_idx(int64_t index, transforms::Image& image) const {
   const int height = dataset_.image_height();
   const int width = dataset_.image_width();
-  image.reshape(height, width, 1);
-  size_t bytes = static_cast<size_t>(height) * width;
+  const int channels = dataset_.color_mode() == ColorMode::kRGB ? 3 : 1;
+  image.reshape(height, width, channels);
+  size_t bytes = static_cast<size_t>(height) * width * channels;
   std::memcpy(image.pixels.data(), idx_images_.values.data() + index * bytes,
               bytes);
   return idx_labels_.values[index];

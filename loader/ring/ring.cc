@@ -1,5 +1,6 @@
 #include "loader/ring/ring.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -13,6 +14,27 @@ namespace {
 
 uint64_t round_up(uint64_t value, uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
+}
+
+// Byte 0 of the ring, locked by an open file description only the trainer
+// has. The memfd is reopened through /proc, not dup'ed: workers share the
+// ring fd's description (inherited), and a lock is per description. The
+// descriptor is close-on-exec, so the lock ends when the trainer exits or
+// execs (a fork child that lives on keeps it until it ends).
+int hold_trainer_lock(int ring_fd) {
+  std::string path = "/proc/self/fd/" + std::to_string(ring_fd);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct flock lock {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace
@@ -49,7 +71,33 @@ uint64_t RingGeometry::total_bytes() const {
 }
 
 Ring::Ring(SharedRegion region, const RingGeometry& geometry)
-    : region_(std::move(region)), geometry_(geometry) {}
+    : region_(std::move(region)), geometry_(geometry), owner_pid_(getpid()) {}
+
+Ring::~Ring() {
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+bool Ring::owned_here() const { return getpid() == owner_pid_; }
+
+void Ring::require_owner(const char* action) const {
+  if (owned_here()) return;
+  throw Error("ringloader: cannot " + std::string(action) + " in process " +
+              std::to_string(getpid()) + ": this Loader belongs to process " +
+              std::to_string(owner_pid_) +
+              " (a fork copies it but shares its ring and workers); create a "
+              "new Loader in the child instead");
+}
+
+bool Ring::trainer_gone() const {
+  if (header().trainer_lock == 0) return false;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  probe.l_start = 0;
+  probe.l_len = 1;
+  if (fcntl(fd(), F_OFD_GETLK, &probe) != 0) return false;
+  return probe.l_type == F_UNLCK;
+}
 
 std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
   if (geometry.slot_count == 0 || geometry.batch_size == 0 ||
@@ -94,6 +142,8 @@ std::shared_ptr<Ring> Ring::create(const RingGeometry& geometry) {
   header.order_capacity = geometry.order_capacity;
   header.total_bytes = geometry.total_bytes();
   header.trainer_pid = getpid();
+  ring->lock_fd_ = hold_trainer_lock(ring->fd());
+  header.trainer_lock = ring->lock_fd_ >= 0 ? 1 : 0;
   // Workers are spawned after this; posix_spawn is a full barrier, but the
   // fence documents that the header is published before any reader exists.
   std::atomic_thread_fence(std::memory_order_release);

@@ -37,7 +37,21 @@ class Ring {
   // Worker: maps an inherited fd and validates magic, version and sizes.
   static std::shared_ptr<Ring> attach(int fd);
 
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
   const RingGeometry& geometry() const { return geometry_; }
+  // The process that created (trainer) or attached (worker) this mapping. A
+  // trainer's fork child shares the memory but owns none of it: releases,
+  // shutdown and recovery there must leave the shared state alone.
+  int owner_pid() const { return owner_pid_; }
+  bool owned_here() const;
+  // Throws Error naming `action` unless called by the owner process.
+  void require_owner(const char* action) const;
+  // Worker: true once the trainer that created the ring is gone, also when
+  // it exec'd (same pid): its lock went with its close-on-exec descriptor.
+  bool trainer_gone() const;
   int fd() const { return region_.fd(); }
   size_t bytes() const { return region_.size(); }
 
@@ -65,6 +79,8 @@ class Ring {
   uint8_t* base() const { return static_cast<uint8_t*>(region_.data()); }
   SharedRegion region_;
   RingGeometry geometry_;
+  int owner_pid_ = 0;
+  int lock_fd_ = -1;  // trainer: holds the liveness lock (see trainer_gone)
 };
 
 }  // namespace ringloader::ring

@@ -43,7 +43,10 @@ struct alignas(kCacheLine) RingHeader {
   uint64_t order_capacity;    // entries per order table
   uint64_t total_bytes;
   int32_t trainer_pid;
-  uint32_t reserved;
+  // 1: the trainer holds a lock on the ring through a close-on-exec
+  // descriptor of its own (Ring::trainer_gone): workers see it go when the
+  // trainer exits or execs. 0: no /proc to reopen the memfd; not watched.
+  uint32_t trainer_lock;
   uint64_t indices_offset;    // int64 sample indices, from the slot's start
   char padding[2 * kCacheLine - 80];
 };

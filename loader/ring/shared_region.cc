@@ -55,6 +55,10 @@ SharedRegion SharedRegion::create(const std::string& name, size_t bytes) {
 }
 
 SharedRegion SharedRegion::attach(int fd) {
+  // The inherited fd came through dup2, which clears close-on-exec: set it
+  // again, or every program the worker runs (a pipe: shard command, a
+  // dataset's subprocess) would hold the ring and keep it allocated.
+  if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) fail("fcntl(FD_CLOEXEC) on ring memfd");
   int seals = fcntl(fd, F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
     throw Error("ringloader: fd " + std::to_string(fd) +

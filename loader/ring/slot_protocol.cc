@@ -1,5 +1,6 @@
 #include "loader/ring/slot_protocol.h"
 
+#include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 
 #include <vector>
@@ -30,6 +31,7 @@ bool SlotProtocol::try_claim(Claim& claim,
     // Relaxed is enough: the CAS below releases it to whoever acquires the
     // claim word (the trainer, when it looks for a dead worker's batch).
     if (intent) intent->store(first + claimed, std::memory_order_relaxed);
+    RINGLOADER_FAULT_POINT("claim.before_cas");
     if (claims.claim.compare_exchange_weak(word, word + 1,
                                            std::memory_order_acq_rel,
                                            std::memory_order_acquire)) {
@@ -38,6 +40,9 @@ bool SlotProtocol::try_claim(Claim& claim,
       claim = candidate;
       return true;
     }
+    // Lost: someone else took that id. An intent left naming it would hide
+    // the winner's batch from the trainer if the winner died (never re-done).
+    if (intent) intent->store(kNoBatch, std::memory_order_relaxed);
   }
 }
 
@@ -63,12 +68,14 @@ bool SlotProtocol::try_take_redo(Claim& claim,
     uint64_t batch_id = entry.load(std::memory_order_acquire);
     if (batch_id == kNoBatch) continue;
     intent.store(batch_id, std::memory_order_relaxed);
-    if (!entry.compare_exchange_strong(batch_id, kNoBatch,
-                                       std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-      continue;
+    if (entry.compare_exchange_strong(batch_id, kNoBatch,
+                                      std::memory_order_acq_rel,
+                                      std::memory_order_acquire) &&
+        !cancelled(batch_id) && claim_of_plan(batch_id, claim)) {
+      return true;
     }
-    if (!cancelled(batch_id) && claim_of_plan(batch_id, claim)) return true;
+    // Lost to another worker, or dropped: name nothing (see try_claim).
+    intent.store(kNoBatch, std::memory_order_relaxed);
   }
   intent.store(kNoBatch, std::memory_order_relaxed);
   return false;
@@ -192,6 +199,10 @@ void SlotProtocol::lease(uint64_t batch_id) const {
 }
 
 void SlotProtocol::release(uint64_t batch_id) const {
+  // A trainer's fork child drops its copies of the parent's batches (its
+  // garbage collector, its exit): the parent still holds them. Only the
+  // process that leased a slot may hand it back.
+  if (!ring_.owned_here()) return;
   const uint32_t slot_count = ring_.geometry().slot_count;
   uint32_t index = slot_of(batch_id, slot_count);
   SlotControl& slot = ring_.slot(index);

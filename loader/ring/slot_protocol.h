@@ -84,7 +84,8 @@ class SlotProtocol {
   // --- trainer side ---
   // READY -> LEASED. Precondition: the slot is READY for batch_id.
   void lease(uint64_t batch_id) const;
-  // LEASED or FAILED -> FREE for the slot's next live batch.
+  // LEASED or FAILED -> FREE for the slot's next live batch. Does nothing
+  // in any process but the ring's owner (a fork child of the trainer).
   void release(uint64_t batch_id) const;
 
   bool cancelled(uint64_t batch_id) const;

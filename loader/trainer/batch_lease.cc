@@ -9,14 +9,16 @@ namespace {
 
 class SlotLease {
  public:
-  SlotLease(std::shared_ptr<ring::Ring> ring, uint64_t batch_id)
-      : ring_(std::move(ring)), batch_id_(batch_id) {}
-  ~SlotLease() { ring::SlotProtocol(*ring_).release(batch_id_); }
+  SlotLease(std::shared_ptr<ring::Ring> ring, std::shared_ptr<SlotReleaser> releaser,
+            uint64_t batch_id)
+      : ring_(std::move(ring)), releaser_(std::move(releaser)), batch_id_(batch_id) {}
+  ~SlotLease() { releaser_->release(batch_id_); }
   SlotLease(const SlotLease&) = delete;
   SlotLease& operator=(const SlotLease&) = delete;
 
  private:
-  std::shared_ptr<ring::Ring> ring_;
+  std::shared_ptr<ring::Ring> ring_;  // mapped until the last lease ends
+  std::shared_ptr<SlotReleaser> releaser_;
   uint64_t batch_id_;
 };
 
@@ -29,11 +31,12 @@ std::vector<int64_t> batch_sizes(const SampleShape& shape, int64_t count) {
 
 }  // namespace
 
-Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
-                  const SampleShape& shape) {
+Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
+                  const std::shared_ptr<SlotReleaser>& releaser,
+                  uint64_t batch_id, const SampleShape& shape) {
   const uint32_t index = ring::slot_of(batch_id, ring->geometry().slot_count);
   const int64_t count = ring->slot(index).sample_count;
-  auto lease = std::make_shared<SlotLease>(ring, batch_id);
+  auto lease = std::make_shared<SlotLease>(ring, releaser, batch_id);
   // The data tensor's deleter owns the lease; views share it.
   auto release = [lease](void*) {};
   auto dtype = shape.dtype == DType::kFloat32 ? torch::kFloat32 : torch::kUInt8;
@@ -48,10 +51,12 @@ Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
   return batch;
 }
 
-Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id) {
+Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring,
+                      const std::shared_ptr<SlotReleaser>& releaser,
+                      uint64_t batch_id) {
   const auto& geometry = ring->geometry();
   const uint32_t index = ring::slot_of(batch_id, geometry.slot_count);
-  auto lease = std::make_shared<SlotLease>(ring, batch_id);
+  auto lease = std::make_shared<SlotLease>(ring, releaser, batch_id);
   Batch batch;
   batch.data = torch::from_blob(
       ring->slot_data(index),

@@ -1,22 +1,29 @@
 // Batches as tensors that alias a ring slot. The slot is leased to the
 // tensors: it returns to the workers when the last tensor aliasing it (data
-// or target, or any view of them) is destroyed, from whatever thread.
+// or target, or any view of them) is destroyed, from whatever thread, through
+// the SlotReleaser (which may hold it back behind a release fence).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "loader/ring/ring.h"
+#include "loader/trainer/slot_releaser.h"
 #include "ringloader/loader.h"
 
 namespace ringloader::trainer {
 
 // Wraps the READY slot of `batch_id` (already marked LEASED) as a Batch.
-// Holds `ring` alive: tensors may outlive the Loader without dangling.
-Batch lease_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id,
-                  const SampleShape& shape);
+// Holds `ring` alive: tensors may outlive the Loader without dangling. Only
+// `data`'s storage owns the lease (its deleter): swapping that storage's
+// data pointer (a spill, held_batches.h) ends the lease.
+Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
+                  const std::shared_ptr<SlotReleaser>& releaser,
+                  uint64_t batch_id, const SampleShape& shape);
 // The same for external producers: `data` is the whole slot, flat uint8
 // [batch_size * sample_bytes]; `target` is empty.
-Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring, uint64_t batch_id);
+Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring,
+                      const std::shared_ptr<SlotReleaser>& releaser,
+                      uint64_t batch_id);
 
 }  // namespace ringloader::trainer

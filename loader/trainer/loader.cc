@@ -74,6 +74,9 @@ std::string LoaderStats::to_string() const {
            " workers replaced, " + std::to_string(redone_batches) +
            " batches re-done";
   }
+  if (spilled_batches) {
+    out += "\n  held batches spilled out of the ring: " + std::to_string(spilled_batches);
+  }
   return out;
 }
 

@@ -136,11 +136,9 @@ void Loader::Impl::create_ring() {
   }
   ring_ = ring::Ring::create(geometry());
   protocol_ = std::make_unique<ring::SlotProtocol>(*ring_);
-  // Pinned even for device "cpu", like torch's pin_memory: the caller may
-  // copy batches to a GPU itself (tensor.to(cuda, non_blocking=true)).
-  if (options_.pin_memory) {
-    pin_.pin(ring_->data_area(), ring_->data_area_bytes());
-  }
+  releaser_ = std::make_shared<trainer::SlotReleaser>(
+      [ring = ring_](uint64_t batch_id) { ring::SlotProtocol(*ring).release(batch_id); });
+  // Pinning waits for the first iteration (start_cuda_once).
 }
 
 void Loader::Impl::spawn(std::vector<std::string> command,
@@ -225,6 +223,8 @@ void Loader::Impl::set_epoch(int64_t epoch) {
 }
 
 void Loader::Impl::start_epoch() {
+  ring_->require_owner("start an epoch");  // a fork child would steer the parent's workers
+  start_cuda_once();
   staged_.clear();  // device batches of an abandoned epoch
   epoch_ = next_epoch_++;
   order_is_custom_ = pending_order_.has_value();
@@ -260,7 +260,16 @@ std::optional<Batch> Loader::Impl::next() {
   if (!epoch_open_) {
     throw Error("ringloader: next() before begin(): start an epoch first");
   }
-  return device_ ? next_device() : next_host(true);
+  releaser_->poll();  // slots whose fences passed since the last batch
+  if (device_) return next_device();
+  std::optional<Batch> batch = next_host(true);
+  // Only batches the caller gets can be spilled: the device stage's host
+  // batches are read by copies in flight and end on their own.
+  if (batch) {
+    held_.track(first_batch_ + static_cast<uint64_t>(batch->index - epoch_offset_),
+                batch->data);
+  }
+  return batch;
 }
 
 // Hands out the oldest staged device batch, then starts copies of host
@@ -284,6 +293,7 @@ std::optional<Batch> Loader::Impl::next_device() {
 }
 
 std::optional<Batch> Loader::Impl::next_host(bool wait) {
+  ring_->require_owner("take a batch");
   if (cursor_ >= batch_count_) {
     if (wait) epoch_open_ = false;
     return std::nullopt;
@@ -304,8 +314,8 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   trainer_wait_ns_ += ring::monotonic_ns() - start;
   if (ring::phase_of(state) == ring::kFailed) raise_failure(batch_id);
   protocol_->lease(batch_id);
-  Batch batch = external_ ? trainer::lease_raw_batch(ring_, batch_id)
-                          : trainer::lease_batch(ring_, batch_id, shape_);
+  Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)
+                          : trainer::lease_batch(ring_, releaser_, batch_id, shape_);
   batch.epoch = epoch_;
   batch.index = cursor_;
   // From the slot, not the order: with on_error = skip a substitute may
@@ -320,22 +330,6 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   return batch;
 }
 
-void Loader::Impl::check_not_leased(uint64_t batch_id, uint32_t state) {
-  if (ring::phase_of(state) != ring::kLeased) return;
-  ring::SlotControl& slot =
-      ring_->slot_for_batch(batch_id);
-  // Another thread may be dropping that batch right now: give it a moment.
-  ring::futex_wait(slot.state, state,
-                   static_cast<int64_t>(options_.poll_interval_s * 1e9));
-  if (slot.state.load(std::memory_order_acquire) != state) return;
-  throw LeaseError(
-      "ringloader: all " + std::to_string(options_.ring_slots) +
-      " ring slots are held by live batches, so batch " +
-      std::to_string(cursor_) + " of epoch " + std::to_string(epoch_) +
-      " can never be produced. Drop earlier batches' tensors (or clone what "
-      "you keep), or raise LoaderOptions::ring_slots.");
-}
-
 uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   const uint32_t slot_count = ring_->geometry().slot_count;
   ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
@@ -346,13 +340,18 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   for (;;) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;
-    check_not_leased(batch_id, state);
+    free_leased_slot(batch_id, state);
     if (recovery_) {
       recovery_->check();
       if (recovery_->fail_if_given_up(batch_id)) continue;
     }
     check_timeout(start);
-    ring::futex_wait(slot.state, state, poll_ns);
+    // Slots held back by fences free up as the GPU advances: look again
+    // soon, so workers are not kept from them for a whole poll interval.
+    releaser_->poll();
+    ring::futex_wait(slot.state, state,
+                     releaser_->deferred() > 0 ? std::min<int64_t>(poll_ns, 1'000'000)
+                                               : poll_ns);
   }
 }
 
@@ -368,7 +367,7 @@ void Loader::Impl::check_timeout(uint64_t wait_start_ns) const {
 
 void Loader::Impl::fill_in_process(uint64_t batch_id) {
   ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
-  check_not_leased(batch_id, slot.state.load(std::memory_order_acquire));
+  free_leased_slot(batch_id, slot.state.load(std::memory_order_acquire));
   ring::Claim claim;
   if (!protocol_->try_claim(claim) || claim.batch_id != batch_id) {
     throw Error("ringloader: internal error: in-process claim out of order");
@@ -431,6 +430,7 @@ LoaderStats Loader::Impl::stats() const {
   }
   stats.worker_restarts = recovery_ ? recovery_->restarts() : 0;
   stats.redone_batches = recovery_ ? recovery_->redone_batches() : 0;
+  stats.spilled_batches = held_.spilled();
   return stats;
 }
 

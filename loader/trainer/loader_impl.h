@@ -12,6 +12,8 @@
 #include "loader/ring/slot_protocol.h"
 #include "loader/sampler/sampler.h"
 #include "loader/trainer/device_stage.h"
+#include "loader/trainer/held_batches.h"
+#include "loader/trainer/slot_releaser.h"
 #include "loader/trainer/worker_pool.h"
 #include "loader/trainer/worker_recovery.h"
 #include "loader/worker/batch_filler.h"
@@ -52,7 +54,13 @@ class Loader::Impl {
   void fill_in_process(uint64_t batch_id);
   void check_timeout(uint64_t wait_start_ns) const;
   [[noreturn]] void raise_failure(uint64_t batch_id);
-  void check_not_leased(uint64_t batch_id, uint32_t state);
+  // loader_leases.cc: frees the slot `batch_id` needs when a live batch
+  // leases it (its fence waited, or the batch spilled), else waits a little
+  // and throws LeaseError.
+  void free_leased_slot(uint64_t batch_id, uint32_t state);
+  // Pins the ring and fences releases, at the first iteration (CUDA is never
+  // touched at construction).
+  void start_cuda_once();
   std::string describe_sample(int64_t index) const;
   // loader_state.cc: the restored position's batches to skip in the epoch
   // just started (0 without one), and what a state must match.
@@ -66,6 +74,10 @@ class Loader::Impl {
   sampler::Sampler sampler_;
   std::shared_ptr<ring::Ring> ring_;
   std::unique_ptr<ring::SlotProtocol> protocol_;
+  // Shared with every lease: hands slots back, behind fences once pinned.
+  std::shared_ptr<trainer::SlotReleaser> releaser_;
+  trainer::HeldBatches held_;  // host batches the caller may still hold
+  bool cuda_started_ = false;
   std::unique_ptr<trainer::WorkerPool> pool_;
   std::unique_ptr<trainer::WorkerRecovery> recovery_;
   std::unique_ptr<worker::BatchFiller> in_process_;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "loader/trainer/device_stage.h"
+#include "loader/trainer/release_fence.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::trainer {
@@ -20,5 +21,8 @@ std::unique_ptr<DeviceStage> make_device_stage(const LoaderOptions& options,
 
 bool pin_host_memory(void*, size_t) { return false; }
 void unpin_host_memory(void*) {}
+
+// Nothing is pinned without CUDA, so nothing can read a slot asynchronously.
+std::unique_ptr<FenceSource> make_cuda_fence_source() { return nullptr; }
 
 }  // namespace ringloader::trainer

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "loader/ring/futex.h"
+#include "loader/trainer/process_watch.h"
 #include "ringloader/errors.h"
 
 extern char** environ;
@@ -74,7 +75,11 @@ WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
   ring_fd_ = high_copy(ring.fd());
   config_fd_ = high_copy(config_fd);
   try {
-    for (int index = 0; index < count; ++index) pids_.push_back(spawn(index));
+    for (int index = 0; index < count; ++index) {
+      pids_.push_back(spawn(index));
+      pidfds_.push_back(-1);
+      watch(index);
+    }
   } catch (...) {
     shutdown();
     close(ring_fd_);
@@ -85,8 +90,19 @@ WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
 
 WorkerPool::~WorkerPool() {
   shutdown();
+  for (size_t index = 0; index < pidfds_.size(); ++index) unwatch(static_cast<int>(index));
   close(ring_fd_);
   close(config_fd_);
+}
+
+void WorkerPool::watch(int index) {
+  unwatch(index);
+  pidfds_[index] = open_pidfd(pids_[index]);
+}
+
+void WorkerPool::unwatch(int index) {
+  if (pidfds_[index] >= 0) close(pidfds_[index]);
+  pidfds_[index] = -1;
 }
 
 int WorkerPool::spawn(int index) {
@@ -106,6 +122,9 @@ int WorkerPool::spawn(int index) {
   sigaddset(&default_signals, SIGINT);
   sigaddset(&default_signals, SIGTERM);
   sigaddset(&default_signals, SIGPIPE);
+  // A trainer that ignores SIGCHLD must not pass that on: a worker waits
+  // for its pipe: shard commands.
+  sigaddset(&default_signals, SIGCHLD);
   posix_spawnattr_setsigmask(&attributes, &no_signals);
   posix_spawnattr_setsigdefault(&attributes, &default_signals);
   posix_spawnattr_setpgroup(&attributes, 0);
@@ -155,29 +174,57 @@ std::string describe_status(int status) {
          (WEXITSTATUS(status) == 3 ? " (its error is on stderr)" : "");
 }
 
+// A worker's process group (its pid: spawned with POSIX_SPAWN_SETPGROUP 0)
+// holds whatever runs on its behalf: a Python worker's stub spawned here,
+// and the forked worker that joined the stub's group (python/ringloader/
+// _zygote.py). Killing the group kills both at once, so a worker the pool
+// has given up on never touches the ring again.
+void kill_group(int pid) {
+  if (kill(-pid, SIGKILL) != 0) kill(pid, SIGKILL);
+}
+
 }  // namespace
 
 std::vector<WorkerExit> WorkerPool::reap() {
   std::vector<WorkerExit> exits;
   for (size_t index = 0; index < pids_.size(); ++index) {
     if (pids_[index] <= 0) continue;
+    // Peek first (WNOWAIT): while the ended process is unreaped its pid, the
+    // group's id, cannot be reused, so the group kill below hits only what
+    // is left of this worker, before its replacement touches the ring.
+    siginfo_t info{};
+    const int peek = waitid(P_PID, static_cast<id_t>(pids_[index]), &info,
+                            WEXITED | WNOHANG | WNOWAIT);
+    // Not waitable, yet ended: the host program reaped it first (SIGCHLD
+    // ignored, a waitpid(-1) elsewhere). Its pidfd still tells.
+    const bool hidden = peek != 0 && errno == ECHILD &&
+                        ended_unseen(pids_[index], pidfds_[index]);
+    if (peek == 0 && info.si_pid != pids_[index]) continue;  // still running
+    if (peek == 0) kill_group(pids_[index]);
+    // Reaped already: only the group (its id stays taken while a member
+    // lives) may still hold what runs on the worker's behalf.
+    if (hidden) kill(-pids_[index], SIGKILL);
     int status = 0;
-    if (waitpid(pids_[index], &status, WNOHANG) != pids_[index]) continue;
+    if (!hidden && waitpid(pids_[index], &status, WNOHANG) != pids_[index]) continue;
     WorkerExit exit;
     exit.index = static_cast<int>(index);
     exit.pid = pids_[index];
     exit.status = status;
+    exit.status_known = !hidden;
     exit.started = ring_.worker(static_cast<uint32_t>(index))
                        .ready.load(std::memory_order_acquire) != 0;
-    exit.how = describe_status(status);
+    exit.how = hidden ? "ended (its exit status went to the host program: SIGCHLD "
+                        "ignored or a waitpid(-1) elsewhere)"
+                      : describe_status(status);
     exits.push_back(exit);
     pids_[index] = -1;
+    unwatch(static_cast<int>(index));
   }
   return exits;
 }
 
 void WorkerPool::kill_worker(int index) {
-  if (pids_[index] > 0) kill(pids_[index], SIGKILL);
+  if (pids_[index] > 0) kill_group(pids_[index]);
 }
 
 void WorkerPool::respawn(int index) {
@@ -191,9 +238,13 @@ void WorkerPool::respawn(int index) {
   // barrier anyway; the order documents the intent).
   std::atomic_thread_fence(std::memory_order_release);
   pids_[index] = spawn(index);
+  watch(index);
 }
 
 void WorkerPool::shutdown() {
+  // In a fork child of the trainer (its Loader copy destroyed, its exit)
+  // the workers and the ring are the parent's: leave them alone.
+  if (!ring_.owned_here()) return;
   ring::ClaimControl& claims = ring_.claims();
   claims.shutdown.store(1, std::memory_order_release);
   claims.plan_signal.fetch_add(1, std::memory_order_release);
@@ -211,7 +262,7 @@ void WorkerPool::shutdown() {
       if (done == pid || (done < 0 && errno == ECHILD)) {
         pid = -1;
       } else if (ring::monotonic_ns() > deadline) {
-        kill(pid, SIGKILL);
+        kill_group(pid);
         waitpid(pid, &status, 0);
         pid = -1;
       } else {

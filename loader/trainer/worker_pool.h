@@ -18,6 +18,9 @@ struct WorkerExit {
   int pid = 0;
   int status = 0;   // as from waitpid
   bool started = false;  // it had attached to the ring (ready)
+  // False when the host program reaped it first (SIGCHLD ignored, a
+  // waitpid(-1) elsewhere): `status` is then unknown (0).
+  bool status_known = true;
   // "was killed by signal 9 (Killed)", "exited with status 3 (...)"
   std::string how;
 };
@@ -36,10 +39,13 @@ class WorkerPool {
   int size() const { return static_cast<int>(pids_.size()); }
   std::vector<int> pids() const;
   int pid(int index) const { return pids_[index]; }
-  // Reaps every worker that has exited since the last call (never blocks).
+  // Reaps every worker that has exited since the last call (never blocks),
+  // killing what is left of its process group first.
   // Their slots in the pool stay empty until respawn().
   std::vector<WorkerExit> reap();
-  // SIGKILL (a hung worker); reap() reports it once the kernel has it gone.
+  // SIGKILL to the worker's process group (a hung worker, and for a Python
+  // worker the forked process that joined its stub's group); reap()
+  // reports it once the kernel has it gone.
   void kill_worker(int index);
   // Starts a replacement for worker `index` (reaped) with the same command,
   // ring and configuration; its WorkerControl is reset, counters kept.
@@ -56,6 +62,9 @@ class WorkerPool {
   const ring::Ring& ring_;
   std::vector<std::string> command_;
   std::vector<int> pids_;  // -1 once reaped
+  std::vector<int> pidfds_;  // per worker, -1 without (process_watch.h)
+  void watch(int index);     // opens pidfds_[index] for pids_[index]
+  void unwatch(int index);
   // CLOEXEC copies kept for respawns (see high_copy in the .cc).
   int ring_fd_ = -1;
   int config_fd_ = -1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "loader/ring/futex.h"
 #include "ringloader/errors.h"
@@ -32,6 +33,10 @@ WorkerRecovery::WorkerRecovery(const ring::Ring& ring,
 
 void WorkerRecovery::check() {
   kill_hung_workers();
+  // Every death of this check is handled, even when one of them cannot be
+  // replaced (handle throws): the others' batches are re-queued and they
+  // are replaced. The first error is raised after.
+  std::exception_ptr first_error;
   for (const WorkerExit& exit : pool_.reap()) {
     ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(exit.index));
     Death death;
@@ -44,9 +49,28 @@ void WorkerRecovery::check() {
       death.hang = hung->second;
       hung_.erase(hung);
     }
-    handle(death);
+    try {
+      handle(death);
+    } catch (const WorkerError& error) {
+      not_replaced_[exit.index] = error.what();
+      if (!first_error) first_error = std::current_exception();
+    }
   }
+  recheck_contested();
   flush_pending();
+  if (first_error) std::rethrow_exception(first_error);
+  require_live_worker();
+}
+
+void WorkerRecovery::require_live_worker() const {
+  for (int index = 0; index < pool_.size(); ++index) {
+    if (pool_.pid(index) > 0) return;
+  }
+  // Nobody is left to fill the batch waited for: waiting would be forever.
+  std::string text = "ringloader: no live worker is left to load batches (" +
+                     std::to_string(pool_.size()) + " not replaced)";
+  if (!not_replaced_.empty()) text += "; " + not_replaced_.begin()->second;
+  throw WorkerError(text);
 }
 
 void WorkerRecovery::kill_hung_workers() {
@@ -84,29 +108,57 @@ std::string WorkerRecovery::describe(const Death& death) const {
 
 void WorkerRecovery::handle(const Death& death) {
   const std::string what = describe(death);
-  if (!death.exit.started && death.hang.empty() &&
+  if (!death.exit.started && death.hang.empty() && death.exit.status_known &&
       !WIFSIGNALED(death.exit.status)) {
     // It never reached the ring: a broken installation or configuration,
     // which a replacement would repeat.
     throw WorkerError("ringloader: " + what + " before it started");
   }
   std::string about_batch;
-  if (owned_unfinished(death.exit.index, death.batch)) {
-    int& attempts = attempts_[death.batch];
-    ++attempts;
-    if (attempts > options_.max_batch_retries) {
-      given_up_[death.batch] =
-          what + "; this batch has now taken down " + std::to_string(attempts) +
-          " workers (max_batch_retries " +
-          std::to_string(options_.max_batch_retries) + "), so it is given up";
-      about_batch = "; batch given up";
-    } else {
-      requeue(death.batch);
-      about_batch = "; its batch is re-done (retry " + std::to_string(attempts) +
-                    " of " + std::to_string(options_.max_batch_retries) + ")";
-    }
+  switch (needs_redo(death.exit.index, death.batch)) {
+    case Redo::kYes:
+      about_batch = redo_or_give_up(death.batch, what);
+      break;
+    case Redo::kIfNoLiveOwner:
+      contested_[death.batch] = what;
+      break;
+    case Redo::kNo:
+      break;
   }
   replace(death, what + about_batch);
+}
+
+std::string WorkerRecovery::redo_or_give_up(uint64_t batch_id, const std::string& what) {
+  int& attempts = attempts_[batch_id];
+  ++attempts;
+  if (attempts > options_.max_batch_retries) {
+    given_up_[batch_id] =
+        what + "; this batch has now taken down " + std::to_string(attempts) +
+        " workers (max_batch_retries " +
+        std::to_string(options_.max_batch_retries) + "), so it is given up";
+    return "; batch given up";
+  }
+  requeue(batch_id);
+  return "; its batch is re-done (retry " + std::to_string(attempts) + " of " +
+         std::to_string(options_.max_batch_retries) + ")";
+}
+
+// A live worker named a dead worker's batch too. It may own it, or its own
+// claim CAS for that id may just have lost (its intent is cleared right
+// after): look again at every check until that worker lets go, so a batch
+// is never lost to an intent seen at the wrong instant.
+void WorkerRecovery::recheck_contested() {
+  for (auto it = contested_.begin(); it != contested_.end();) {
+    Redo redo = needs_redo(-1, it->first);
+    if (redo == Redo::kIfNoLiveOwner) {
+      ++it;
+      continue;
+    }
+    if (redo == Redo::kYes) {
+      log_line("ringloader: " + it->second + redo_or_give_up(it->first, it->second));
+    }
+    it = contested_.erase(it);
+  }
 }
 
 void WorkerRecovery::replace(const Death& death, const std::string& what) {
@@ -128,24 +180,24 @@ void WorkerRecovery::replace(const Death& death, const std::string& what) {
            std::to_string(pool_.pid(index)));
 }
 
-// True if the dead worker had claimed `batch_id` and nobody has produced
+// kYes if the dead worker had claimed `batch_id` and nobody has produced
 // or is producing it. Intents are written before the CAS that takes a
 // batch, so an intent may name a batch the worker never got: the checks
 // below rule out every other owner before the batch is re-queued.
-bool WorkerRecovery::owned_unfinished(int dead_index, uint64_t batch_id) const {
-  if (batch_id == ring::kNoBatch || protocol_.cancelled(batch_id)) return false;
-  if (batch_id >= protocol_.claimed_end()) return false;  // never claimed
-  if (protocol_.redo_queued(batch_id)) return false;
+WorkerRecovery::Redo WorkerRecovery::needs_redo(int dead_index, uint64_t batch_id) {
+  if (batch_id == ring::kNoBatch || protocol_.cancelled(batch_id)) return Redo::kNo;
+  if (batch_id >= protocol_.claimed_end()) return Redo::kNo;  // never claimed
+  if (protocol_.redo_queued(batch_id)) return Redo::kNo;
   if (std::find(pending_redo_.begin(), pending_redo_.end(), batch_id) !=
       pending_redo_.end()) {
-    return false;
+    return Redo::kNo;
   }
   for (int index = 0; index < pool_.size(); ++index) {
     if (index == dead_index || pool_.pid(index) <= 0) continue;
     // Acquire: a live worker that moved on published the batch first.
     if (ring_.worker(static_cast<uint32_t>(index))
             .current_batch.load(std::memory_order_acquire) == batch_id) {
-      return false;
+      return Redo::kIfNoLiveOwner;
     }
   }
   const uint32_t slot_count = ring_.geometry().slot_count;
@@ -153,19 +205,19 @@ bool WorkerRecovery::owned_unfinished(int dead_index, uint64_t batch_id) const {
   ring::SlotControl& slot = ring_.slot(slot_index);
   uint32_t state = slot.state.load(std::memory_order_acquire);
   uint64_t id = protocol_.id_of_state(state, slot_index);
-  if (id > batch_id) return false;  // produced and consumed already
-  if (id < batch_id) return true;   // the slot still holds an older batch
+  if (id > batch_id) return Redo::kNo;  // produced and consumed already
+  if (id < batch_id) return Redo::kYes;  // the slot still holds an older batch
   switch (ring::phase_of(state)) {
     case ring::kFree:
-      return true;
+      return Redo::kYes;
     case ring::kFilling:
       // The filler is dead (no live worker names this batch): nobody else
       // writes the slot, so it goes back to FREE for the redo.
       slot.state.store(ring::state_word(batch_id, slot_count, ring::kFree),
                        std::memory_order_release);
-      return true;
+      return Redo::kYes;
     default:
-      return false;  // READY, FAILED or LEASED: it was finished
+      return Redo::kNo;  // READY, FAILED or LEASED: it was finished
   }
 }
 
@@ -209,6 +261,7 @@ bool WorkerRecovery::fail_if_given_up(uint64_t batch_id) {
 
 void WorkerRecovery::forget_before(uint64_t batch_id) {
   attempts_.erase(attempts_.begin(), attempts_.lower_bound(batch_id));
+  contested_.erase(contested_.begin(), contested_.lower_bound(batch_id));
   given_up_.erase(given_up_.begin(), given_up_.lower_bound(batch_id));
 }
 

@@ -38,7 +38,9 @@ class WorkerRecovery {
                  std::function<std::string(int64_t)> describe);
 
   // Kills hung workers, reaps dead ones, re-queues what they owned and
-  // replaces them. Throws WorkerError when a worker cannot be replaced.
+  // replaces them. Throws WorkerError when a worker cannot be replaced
+  // (after handling every other death it found), and whenever no worker is
+  // left alive: a wait for a batch then could never end.
   void check();
 
   // If batch `batch_id` was given up on, marks its slot FAILED with the
@@ -59,8 +61,15 @@ class WorkerRecovery {
     std::string hang;  // why it was killed for hanging, or empty
   };
   void kill_hung_workers();
+  void require_live_worker() const;
   void handle(const Death& death);
-  bool owned_unfinished(int dead_index, uint64_t batch_id) const;
+  // Whether a dead worker's batch must be produced again: kIfNoLiveOwner
+  // while a live worker names it too (re-checked by recheck_contested).
+  // Resets a FILLING slot of the dead worker to FREE when kYes.
+  enum class Redo { kNo, kYes, kIfNoLiveOwner };
+  Redo needs_redo(int dead_index, uint64_t batch_id);
+  std::string redo_or_give_up(uint64_t batch_id, const std::string& what);
+  void recheck_contested();
   void requeue(uint64_t batch_id);
   void flush_pending();
   std::string describe(const Death& death) const;
@@ -72,11 +81,13 @@ class WorkerRecovery {
   RecoveryOptions options_;
   std::function<std::string(int64_t)> describe_sample_;
   std::map<int, std::string> hung_;            // worker index -> why killed
+  std::map<int, std::string> not_replaced_;     // worker index -> the error
   std::map<uint64_t, int> attempts_;           // batch id -> workers lost on it
   std::map<uint64_t, std::string> given_up_;   // batch id -> error text
   std::map<int, int> consecutive_restarts_;    // worker index -> count
   std::map<int, uint64_t> batches_at_restart_;
   std::deque<uint64_t> pending_redo_;          // the ring's queue was full
+  std::map<uint64_t, std::string> contested_;  // batch id -> its dead owner
   int64_t restarts_ = 0;
   int64_t redone_ = 0;
 };

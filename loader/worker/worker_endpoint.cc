@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
@@ -24,7 +25,8 @@ struct WorkerEndpoint::State {
 
   bool keep_going() {
     control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
-    return getppid() == parent_pid &&
+    // A trainer that exec'd keeps its pid: its ring lock tells (ring.h).
+    return getppid() == parent_pid && !ring->trainer_gone() &&
            ring->claims().shutdown.load(std::memory_order_acquire) == 0;
   }
 };
@@ -86,8 +88,11 @@ void WorkerEndpoint::publish(const Task& task) {
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kNone);
   state_->control->batches.fetch_add(1, std::memory_order_relaxed);
   state_->control->samples.fetch_add(task.samples.size(), std::memory_order_relaxed);
-  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
+  RINGLOADER_FAULT_POINT("endpoint.before_publish");
   state_->protocol->publish(task.batch_id, ring::kReady);
+  // Only now: a worker killed before its publish must still name the batch,
+  // or the trainer cannot tell it owned the FILLING slot (never re-done).
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
 }
 
 void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& message) {
@@ -97,8 +102,8 @@ void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& m
   slot.error_sample = sample;
   std::string text = message.substr(0, ring::kErrorTextBytes - 1);
   std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
-  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
   state_->protocol->publish(task.batch_id, ring::kFailed);
+  state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);
 }
 
 void WorkerEndpoint::heartbeat(int64_t sample) {

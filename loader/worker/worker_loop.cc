@@ -22,9 +22,10 @@ void WorkerLoop::heartbeat() {
 
 bool WorkerLoop::keep_going() {
   heartbeat();
-  // PR_SET_PDEATHSIG kills us with the trainer; this check covers the window
-  // before prctl ran and a trainer that only exec'd away.
-  if (getppid() != parent_pid_) {
+  // PR_SET_PDEATHSIG kills us with the trainer; the parent check covers the
+  // window before prctl ran. exec keeps the pid (and fires no PDEATHSIG):
+  // the trainer's ring lock, held through a close-on-exec descriptor, tells.
+  if (getppid() != parent_pid_ || ring_->trainer_gone()) {
     parent_gone_ = true;
     return false;
   }

@@ -1,37 +1,75 @@
 #include "errors.h"
 
+#include <string>
+
 #include "ringloader/errors.h"
 
 namespace py = pybind11;
 
 namespace ringloader::python {
+namespace {
+
+constexpr const char* kPrefix = "ringloader: ";
+
+// Nested errors wrap messages that already carry the prefix ("ringloader:
+// batch 8 ...: ringloader: sample 37 ..."); Python sees exactly one, at the
+// start.
+std::string one_prefix(const std::string& message) {
+  const std::string prefix = kPrefix;
+  std::string out = message.rfind(prefix, 0) == 0 ? message.substr(prefix.size())
+                                                  : message;
+  for (size_t at = out.find(prefix); at != std::string::npos; at = out.find(prefix, at)) {
+    out.erase(at, prefix.size());
+  }
+  return prefix + out;
+}
+
+// A class with several bases (pybind11's py::exception takes one):
+// ringloader.Error first, then the builtin a user would catch.
+PyObject* new_error(py::module_& module, const char* name, py::handle bases) {
+  std::string qualified = std::string("ringloader.") + name;
+  PyObject* type = PyErr_NewException(qualified.c_str(), bases.ptr(), nullptr);
+  if (type == nullptr) throw py::error_already_set();
+  module.add_object(name, py::reinterpret_borrow<py::object>(type));
+  return type;
+}
+
+// PyErr_NewException borrows the bases; the tuple may go after the call.
+py::tuple with_builtin(PyObject* base, PyObject* builtin) {
+  return py::make_tuple(py::handle(base), py::handle(builtin));
+}
+
+}  // namespace
 
 void register_errors(py::module_& module) {
-  static py::exception<OptionError> option_error(module, "OptionError",
-                                                 PyExc_ValueError);
-  static py::exception<IoError> io_error(module, "DataIOError", PyExc_OSError);
-  static py::exception<DecodeError> decode_error(module, "DecodeError",
-                                                 PyExc_ValueError);
-  static py::exception<WorkerError> worker_error(module, "WorkerError",
-                                                 PyExc_RuntimeError);
-  static py::exception<LeaseError> lease_error(module, "LeaseError",
-                                               PyExc_RuntimeError);
-  static py::exception<Error> base_error(module, "Error", PyExc_RuntimeError);
+  // The classes live as long as the interpreter (module attributes), so the
+  // translator may hold their raw pointers.
+  static PyObject* base_error = new_error(module, "Error", py::handle(PyExc_Exception));
+  static PyObject* option_error =
+      new_error(module, "OptionError", with_builtin(base_error, PyExc_ValueError));
+  static PyObject* io_error =
+      new_error(module, "DataIOError", with_builtin(base_error, PyExc_OSError));
+  static PyObject* decode_error =
+      new_error(module, "DecodeError", with_builtin(base_error, PyExc_ValueError));
+  static PyObject* worker_error =
+      new_error(module, "WorkerError", with_builtin(base_error, PyExc_RuntimeError));
+  static PyObject* lease_error =
+      new_error(module, "LeaseError", with_builtin(base_error, PyExc_RuntimeError));
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const OptionError& error) {
-      PyErr_SetString(option_error.ptr(), error.what());
+      PyErr_SetString(option_error, one_prefix(error.what()).c_str());
     } catch (const IoError& error) {
-      PyErr_SetString(io_error.ptr(), error.what());
+      PyErr_SetString(io_error, one_prefix(error.what()).c_str());
     } catch (const DecodeError& error) {
-      PyErr_SetString(decode_error.ptr(), error.what());
+      PyErr_SetString(decode_error, one_prefix(error.what()).c_str());
     } catch (const WorkerError& error) {
-      PyErr_SetString(worker_error.ptr(), error.what());
+      PyErr_SetString(worker_error, one_prefix(error.what()).c_str());
     } catch (const LeaseError& error) {
-      PyErr_SetString(lease_error.ptr(), error.what());
+      PyErr_SetString(lease_error, one_prefix(error.what()).c_str());
     } catch (const Error& error) {
-      PyErr_SetString(base_error.ptr(), error.what());
+      PyErr_SetString(base_error, one_prefix(error.what()).c_str());
     }
   });
 }

@@ -1,9 +1,13 @@
-// C++ errors become Python exceptions of the natural type:
-//   OptionError -> ringloader.OptionError(ValueError)
-//   IoError     -> ringloader.DataIOError(OSError)
-//   DecodeError -> ringloader.DecodeError(ValueError)
-//   WorkerError -> ringloader.WorkerError(RuntimeError)
-//   LeaseError  -> ringloader.LeaseError(RuntimeError)
+// C++ errors become Python exceptions of the natural type, each also a
+// ringloader.Error (itself an Exception), so `except ringloader.Error`
+// catches them all:
+//   OptionError -> ringloader.OptionError(Error, ValueError)
+//   IoError     -> ringloader.DataIOError(Error, OSError)
+//   DecodeError -> ringloader.DecodeError(Error, ValueError)
+//   WorkerError -> ringloader.WorkerError(Error, RuntimeError)
+//   LeaseError  -> ringloader.LeaseError(Error, RuntimeError)
+//   Error       -> ringloader.Error(Exception)
+// Messages carry exactly one "ringloader: " prefix (nested ones are removed).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,11 +1,15 @@
-// _ringloader: the public C++ API, seen from Python. Batches cross as DLPack
-// capsules that own a reference to the ring-slot tensors, so Python gets a
-// torch.Tensor aliasing the slot (no copy) and the slot returns to the
-// workers when Python drops the last tensor.
+// _ringloader: the public C++ API, seen from Python. Batches cross as torch's
+// own Python tensors wrapping the C++ tensors (THPVariable_Wrap): Python gets
+// a torch.Tensor aliasing the slot (no copy) that shares the C++ StorageImpl,
+// so the slot returns to the workers when Python drops the last tensor, and
+// a spill (which swaps that StorageImpl's data pointer) moves the Python
+// tensors and their views too. (DLPack would make a second StorageImpl that
+// a spill could not reach.)
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <ATen/DLConvertor.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/torch.h>
 
 #include "errors.h"
@@ -28,12 +32,27 @@ py::capsule to_capsule(const torch::Tensor& tensor) {
   });
 }
 
+// A torch.Tensor sharing `tensor`'s TensorImpl and StorageImpl.
+py::object to_python(const torch::Tensor& tensor) {
+  PyObject* wrapped = THPVariable_Wrap(tensor);
+  if (!wrapped) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(wrapped);
+}
+
 Dataset dataset_from_json(const std::string& text) {
   return Dataset::from_json(nlohmann::json::parse(text));
 }
 
 Pipeline pipeline_from_json(const std::string& text) {
   return Pipeline::from_json(nlohmann::json::parse(text));
+}
+
+HeldBatches held_batches_from(py::handle value) {
+  std::string text = value.cast<std::string>();
+  if (text == "spill") return HeldBatches::kSpill;
+  if (text == "raise") return HeldBatches::kRaise;
+  throw OptionError("ringloader: held_batches must be \"spill\" or \"raise\", got \"" +
+                    text + "\"");
 }
 
 LoaderOptions options_from_dict(const py::dict& values) {
@@ -58,6 +77,14 @@ LoaderOptions options_from_dict(const py::dict& values) {
     else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
     else if (key == "rank") options.rank = value.cast<int>();
     else if (key == "world_size") options.world_size = value.cast<int>();
+    else if (key == "pin_memory") options.pin_memory = value.cast<bool>();
+    else if (key == "device") options.device = value.cast<std::string>();
+    else if (key == "device_slots") options.device_slots = value.cast<int>();
+    else if (key == "device_normalize_mean")
+      options.device_normalize_mean = value.cast<std::vector<double>>();
+    else if (key == "device_normalize_std")
+      options.device_normalize_std = value.cast<std::vector<double>>();
+    else if (key == "held_batches") options.held_batches = held_batches_from(value);
     else throw OptionError("ringloader: unknown loader option '" + key + "'");
   }
   return options;
@@ -79,6 +106,9 @@ py::dict stats_dict(const LoaderStats& stats) {
   out["skipped_samples"] = stats.skipped_samples;
   out["worker_restarts"] = stats.worker_restarts;
   out["redone_batches"] = stats.redone_batches;
+  out["spilled_batches"] = stats.spilled_batches;
+  out["ring_pinned"] = stats.ring_pinned;
+  out["device_batches"] = stats.device_batches;
   return out;
 }
 
@@ -108,7 +138,7 @@ py::object next_batch(Loader& loader) {
     batch = loader.next();
   }
   if (!batch) return py::none();
-  return py::make_tuple(to_capsule(batch->data), to_capsule(batch->target),
+  return py::make_tuple(to_python(batch->data), to_python(batch->target),
                         batch->epoch, batch->index, batch->sample_indices);
 }
 
@@ -116,6 +146,8 @@ py::object next_batch(Loader& loader) {
 
 PYBIND11_MODULE(_ringloader, module) {
   module.doc() = "ringloader native core (use the ringloader package)";
+  // THPVariable_Wrap needs torch's Python types registered.
+  py::module_::import("torch");
   register_errors(module);
 
   module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {

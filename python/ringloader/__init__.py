@@ -30,3 +30,12 @@ __all__ = [
     "DataLoader", "progress", "datasets", "transforms", "Error", "OptionError",
     "DataIOError", "DecodeError", "WorkerError", "LeaseError",
 ]
+
+# Last, once this package is complete: the clean process Python workers are
+# forked from starts now (a fork of this process while it is one thread
+# without CUDA, else spawned and importing torch in the background), so a
+# loader's first batch does not wait for it. $RINGLOADER_PRESTART=0 starts
+# it at the first loader with a Python dataset instead.
+from . import _python_workers  # noqa: E402
+
+_python_workers.prestart()

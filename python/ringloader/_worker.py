@@ -1,45 +1,15 @@
-"""A spawned worker for Python datasets: runs ``dataset[i]`` and writes each
-sample straight into its place in the ring slot (no pickling of batches).
+"""A Python worker: runs ``dataset[i]`` and writes each sample straight
+into its place in the ring slot (no pickling of batches).
 
-Started by the trainer as ``python -c ... --ring-fd 3 --config-fd 4 --index I
---parent-pid P``; never imports CUDA state (a fresh interpreter, not a fork).
+Forked by its loader server (see _zygote.py) with the dataset, its layout
+and the loader's settings already in memory, and the ring's fd. It
+descends from the zygote (a fork of the trainer taken at import while it
+was one thread without CUDA, or a fresh interpreter), never from the
+trainer as it runs, and never re-runs the trainer's main script.
 """
-import ctypes
-import os
-import pickle
 import random
-import signal
-import sys
 import time
 import traceback
-
-
-def _die_with_parent():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    except OSError:
-        pass
-
-
-def _arguments(argv):
-    values = dict(zip(argv[0::2], argv[1::2]))
-    return (int(values["--ring-fd"]), int(values["--config-fd"]),
-            int(values["--index"]), int(values["--parent-pid"]))
-
-
-def _prepare_main(config):
-    """Make the trainer's __main__ importable, as multiprocessing's spawn does."""
-    sys.path[:0] = [p for p in config["sys_path"] if p not in sys.path]
-    main_path = config.get("main_path")
-    if main_path and os.path.exists(main_path):
-        import runpy
-        module = runpy.run_path(main_path, run_name="__mp_main__")
-        import types
-        main = types.ModuleType("__mp_main__")
-        main.__dict__.update(module)
-        sys.modules["__mp_main__"] = sys.modules["__main__"] = main
 
 
 def _seed_sample(seed, epoch, index):
@@ -53,26 +23,22 @@ def _seed_sample(seed, epoch, index):
     np.random.seed(key)
 
 
-def main(argv=None):
-    _die_with_parent()
-    ring_fd, config_fd, index, parent_pid = _arguments(argv or sys.argv[1:])
-    if os.getppid() != parent_pid:
-        return 1
-    blobs = _read_config_bytes(config_fd)
-    # Paths first: the payload may name classes of the trainer's __main__.
-    _prepare_main(pickle.loads(blobs["header"]))
+def serve(index, server_pid, config, ring_fd):
+    """Worker `index`'s life: fills batches until the trainer shuts down.
+    `server_pid` is this process's parent (the endpoint exits with it);
+    config["parent_pid"] is the trainer's."""
     import torch
     torch.set_num_threads(1)
     from ringloader import _ringloader
-    config = pickle.loads(blobs["payload"])
     dataset, layout = config["dataset"], config["layout"]
+    parent_pid = config["parent_pid"]
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
         id=index, num_workers=config["num_workers"], seed=config["seed"] + index,
         dataset=dataset)
     if config.get("worker_init_fn") is not None:
         config["worker_init_fn"](index)
-    endpoint = _ringloader.WorkerEndpoint(ring_fd, index, parent_pid)
+    endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     batch_size = config["batch_size"]
     while True:
         task = endpoint.next_task()
@@ -89,38 +55,12 @@ def main(argv=None):
                 layout.write(slot, batch_size, position, dataset[sample_index],
                              sample_index)
         except Exception as error:
-            text = traceback.format_exc()
-            sys.stderr.write(f"ringloader worker {index}: sample {current}:\n{text}")
-            endpoint.fail(task, current, _failure_message(current, error, text))
+            # The trainer re-raises it with its own type and this traceback.
+            from ringloader._exceptions import failure_message
+            endpoint.fail(task, current, failure_message(
+                error, traceback.format_exc(), index, current, parent_pid))
             continue
         finally:
             del slot
         endpoint.add_times(0.0, time.perf_counter() - started)
         endpoint.publish(task)
-
-
-def _failure_message(sample, error, text, limit=390):
-    """What fits the slot's error field: the sample and the exception first,
-    then as much of the traceback's end as room allows (the full traceback
-    went to this worker's stderr)."""
-    head = f"sample {sample}: {type(error).__name__}: {error}"[:limit // 2]
-    room = limit - len(head) - 20
-    tail = text[-room:] if room > 0 else ""
-    return f"{head}\ntraceback (end):\n{tail}"
-
-
-def _read_config_bytes(fd):
-    # pread, not read: every worker shares one open file (and its offset).
-    chunks, offset = [], 0
-    while True:
-        chunk = os.pread(fd, 1 << 20, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        offset += len(chunk)
-    os.close(fd)
-    return pickle.loads(b"".join(chunks))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

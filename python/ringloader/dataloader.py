@@ -7,9 +7,10 @@ from torch.utils import dlpack as _dlpack
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
-from . import _ringloader, _state
+from . import (_batches, _collate, _device, _exceptions, _native_datasets, _python_workers,
+               _ringloader, _state, _stream)
 from ._distributed import ShardSampler, resolve_rank
-from ._ringloader import OptionError
+from ._ringloader import Error, OptionError, WorkerError
 
 __all__ = ["DataLoader"]
 
@@ -18,24 +19,56 @@ def _is_native(dataset):
     return hasattr(dataset, "ringloader_dataset_json")
 
 
-class DataLoader:
+class DataLoader(torch.utils.data.DataLoader):
     """Drop-in for ``torch.utils.data.DataLoader``.
+
+    A subclass of torch's DataLoader for ``isinstance`` checks (frameworks
+    such as Lightning make them), built by its own ``__init__``: none of
+    torch's iterator machinery is used.
 
     Datasets from ``ringloader.datasets`` (with ringloader or torchvision
     transforms) are decoded by spawned C++ workers straight into shared
     memory; batches arrive as tensors aliasing the ring (no copy, no pickle).
-    Keep fewer than ``ring_slots`` batches alive at once (clone to keep one
-    longer); otherwise ``LeaseError`` is raised instead of a deadlock.
+    Batches you keep (``list(loader)``, stored outputs) just work: when the
+    ring needs the slot of a batch still alive, that batch is copied once
+    into private memory (its tensors and views follow; counted in
+    ``stats()["spilled_batches"]``). A loop that drops its batches copies
+    nothing. ``held_batches="raise"`` raises ``LeaseError`` instead. A kept
+    batch must not be read by another thread while ``next()`` runs.
+    ``device="cuda"`` / ``"cuda:N"`` hands out batches on that GPU.
 
     Arguments as torch's. Differences, all deliberate:
-    * workers are always spawned and persistent (``multiprocessing_context``
-      and ``persistent_workers`` are accepted; the ring is fixed memory);
+    * Python datasets' workers are forked from a clean zygote made at
+      ``import ringloader``, never from the trainer later on, whatever
+      ``multiprocessing_context`` says (accepted); workers never run the
+      main script (``__main__``'s classes travel by value, cloudpickle).
+      ``dataset[0]`` is probed in a worker at construction (it sizes the
+      ring), so an error there is raised by the constructor. With
+      ``persistent_workers=False`` a dataset changed between epochs
+      restarts the workers, as torch's re-created ones see it; native
+      datasets' workers are always persistent;
     * ``worker_init_fn`` runs Python in workers, which native datasets do
       not have: it is refused for them;
     * ``batch_size=None`` (unbatched loading) is refused;
     * ``seed`` (ringloader's own) keys augmentation randomness per sample;
       by default it derives from ``generator`` or torch's initial seed (0
       when sharded, so that every rank shares it).
+    * a second ``iter(loader)`` starts a new epoch and supersedes the first
+      iterator, which then raises ``ringloader.Error`` (with
+      ``persistent_workers=True`` both are one object, as in torch).
+    * a custom ``batch_sampler`` keeps its own batches (each at most its
+      ``batch_size``; short ones are padded in the ring and cut back, see
+      ``_batches.py``); a sampler with no ``len`` is streamed in chunks
+      (``_stream.py``). Neither supports ``state_dict()``.
+
+    Python datasets: samples may hold anything ``default_collate`` takes.
+    Tensors, numeric arrays and numbers of sample 0's shapes fill the slot
+    in place; strings, None, other objects, and tensors of another shape
+    travel pickled, at most ``max_pickled_bytes`` per sample (Default:
+    sized from sample 0, see ``_layout.Layout``). Small fields (up to
+    4 KiB a batch) are copied out of the slot, so they can be kept. An
+    exception in ``__getitem__`` is re-raised with its own type and the
+    worker's traceback, as torch's.
 
     Distributed training: ``distributed=True`` (or an explicit ``rank`` /
     ``world_size``) gives this process a disjoint shard of one permutation
@@ -60,7 +93,9 @@ class DataLoader:
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
                  ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
-                 max_batch_retries=2, distributed=False, rank=None, world_size=None):
+                 max_batch_retries=2, distributed=False, rank=None, world_size=None,
+                 native=True, max_pickled_bytes=None, held_batches="spill",
+                 device="cpu", device_normalize=None):
         if num_workers < 0:
             raise OptionError("num_workers option should be non-negative; "
                               "use num_workers=0 to disable multiprocessing.")
@@ -70,6 +105,15 @@ class DataLoader:
             raise OptionError("prefetch_factor option could only be specified "
                               "in multiprocessing. let num_workers > 0 to "
                               "enable multiprocessing.")
+        # A torchvision dataset whose samples the C++ workers can make runs
+        # natively by itself (``native=False`` keeps Python workers).
+        source, self._target_transform = dataset, None
+        if native and not _is_native(dataset):
+            converted, self._target_transform = _native_datasets.convert(
+                dataset, worker_init_fn)
+            source = converted if converted is not None else dataset
+        self._converted = source is not dataset
+        self._source = source  # (owns the memfds a converted dataset reads)
         if worker_init_fn is not None and _is_native(dataset):
             raise OptionError("worker_init_fn: ringloader's native workers run "
                               "no Python, so there is nothing to initialise")
@@ -84,12 +128,12 @@ class DataLoader:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
                 raise OptionError("batch_sampler option is mutually exclusive "
                                   "with batch_size, shuffle, sampler, and drop_last")
-            if not isinstance(batch_sampler, BatchSampler):
-                raise OptionError("ringloader: batch_sampler must be a "
-                                  "torch.utils.data.BatchSampler (batches of "
-                                  "one fixed size fill fixed ring slots)")
-            sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size
-            drop_last = batch_sampler.drop_last
+            if _batches.is_custom(batch_sampler):  # its own batches, as torch
+                batch_size = _batches.capacity(batch_sampler)
+                sampler = getattr(batch_sampler, "sampler", None)
+            else:
+                sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size
+                drop_last = batch_sampler.drop_last
         elif batch_size is None:
             raise OptionError("ringloader: batch_size=None (unbatched loading) "
                               "is not supported; batches fill ring slots")
@@ -97,7 +141,7 @@ class DataLoader:
             raise OptionError("sampler option is mutually exclusive with shuffle")
         if on_error not in ("raise", "skip"):
             raise OptionError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if on_error == "skip" and not _is_native(dataset):
+        if on_error == "skip" and not _is_native(source):
             raise OptionError("on_error='skip' needs a ringloader.datasets dataset; "
                               "a Python dataset's __getitem__ decides what to skip")
         sharded = distributed or rank is not None or world_size is not None
@@ -116,7 +160,10 @@ class DataLoader:
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
         self.generator = generator
-        self.collate_fn = collate_fn
+        # As torch: None means default_collate, and reads back as it.
+        self.collate_fn = default_collate if collate_fn is None else collate_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.worker_init_fn = worker_init_fn
         if seed is None:
             seed = (generator.initial_seed() if generator is not None
                     else 0 if sharded else torch.initial_seed())
@@ -124,7 +171,7 @@ class DataLoader:
         # Tar shards shuffle natively (shard order + a seeded buffer), so
         # workers read each shard front to back.
         native_shuffle = bool(shuffle) and sampler is None and getattr(
-            dataset, "ringloader_native_shuffle", False)
+            source, "ringloader_native_shuffle", False)
         if sharded:
             sampler = ShardSampler(len(dataset), {
                 "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
@@ -133,16 +180,27 @@ class DataLoader:
             sampler = (RandomSampler(dataset, generator=generator)
                        if shuffle and not native_shuffle else SequentialSampler(dataset))
         self.sampler = sampler
-        self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self._custom_batches = batch_sampler is not None and _batches.is_custom(batch_sampler)
+        self.batch_sampler = (batch_sampler if self._custom_batches
+                              else BatchSampler(sampler, batch_size, drop_last))
+        self._batch_lengths = None  # the custom batches' own lengths, this epoch
         # The C++ sampler makes the order itself (no set_order per epoch).
-        self._builtin_order = sharded or type(sampler) is SequentialSampler
+        self._builtin_order = (sharded or type(sampler) is SequentialSampler) \
+            and not self._custom_batches
+        # A sampler with no len (an endless generator) is drawn chunk by chunk.
+        self._streamed = not self._builtin_order and not _stream.has_len(self.batch_sampler)
+        self._stream = None
         if ring_slots == 0 and prefetch_factor is not None:
             ring_slots = max(2, num_workers * prefetch_factor + 2)
         options = {
             "batch_size": int(batch_size), "num_workers": int(num_workers),
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
-            "max_samples_per_epoch": max(len(dataset), _sampler_len(sampler)),
+            "max_samples_per_epoch": max(
+                len(dataset),
+                _stream.CHUNK_BATCHES * batch_size if self._streamed
+                else len(self.batch_sampler) * batch_size if self._custom_batches
+                else _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
             "shuffle": bool(sharded and shuffle) or native_shuffle,
         }
@@ -155,15 +213,31 @@ class DataLoader:
         options["on_error"] = str(on_error)
         options["hang_timeout_s"] = float(hang_timeout)
         options["max_batch_retries"] = int(max_batch_retries)
+        # Batches the caller keeps (list(loader), stored outputs) are copied
+        # out of the ring once their slot is needed (stats()
+        # ["spilled_batches"]); "raise" gives LeaseError instead.
+        if held_batches not in ("spill", "raise"):
+            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
+        options["held_batches"] = held_batches
+        # pin_memory page-locks the ring (CUDA is touched at the first
+        # iteration, on the current device); a slot whose last tensor dies
+        # then waits for the CUDA work enqueued before (a non_blocking copy).
+        options["pin_memory"] = bool(pin_memory) or str(device) != "cpu"
+        self.device = str(device)
+        # Python datasets' batches are moved after collation (None: not moved).
+        self._to_device = _device.configure(self.device, device_normalize,
+                                            _is_native(source), options)
         self._layout = None
         self._native = None
-        if _is_native(dataset):
+        self._workers = None  # Python workers (a Python dataset, num_workers > 0)
+        if _is_native(source):
             self._native = _ringloader.NativeLoader(
-                dataset.ringloader_dataset_json(), dataset.ringloader_pipeline_json(),
+                source.ringloader_dataset_json(), source.ringloader_pipeline_json(),
                 options)
         elif num_workers > 0:
-            self._native, self._layout = _python_dataset_loader(
-                dataset, options, worker_init_fn, self.seed)
+            self._workers = _python_workers.PythonWorkers(
+                dataset, options, worker_init_fn, self.seed, max_pickled_bytes)
+            self._native, self._layout = self._workers.native, self._workers.layout
         self._epoch = 0
         self._resume = None      # a loaded state, for the next epoch started
         self._in_process = None  # the in-process iterator of the epoch in progress
@@ -194,22 +268,59 @@ class DataLoader:
         if self._native is None:  # a Python dataset with num_workers=0
             self._in_process = _InProcessIterator(self, epoch, resume)
             return self._in_process
+        if resume is None and self._workers is not None and (
+                not self.persistent_workers or not self._workers.iterated):
+            # torch's workers start at iter() (each epoch unless persistent)
+            # and see the dataset as it is then.
+            self._native = None
+            self._native, self._layout = self._workers.refresh(self.dataset)
         if resume is None:
             # Draw from the RNG exactly as torch's iterator does (its workers'
             # base seed), so code after the loop sees the same random state.
             torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-            if not self._builtin_order:
+            if self._custom_batches and not self._streamed:
+                order, self._batch_lengths = _batches.padded_order(
+                    self.batch_sampler, self.batch_size)
+                self._native.set_order(order)
+            elif not self._builtin_order and not self._streamed:
                 self._native.set_order([int(i) for i in self.sampler])
         # (Resuming, the native loader holds the saved order and position.)
-        self._native.set_epoch(epoch)
-        self._native.start_epoch()
-        return _Iterator(self)
+        self._stream = _stream.OrderStream(self, epoch) if self._streamed else None
+        if self._stream is None:
+            self._native.set_epoch(epoch)
+            self._native.start_epoch()
+        ended = self._stream is not None and not self._stream.start_next()
+        # A new epoch supersedes the iterator of the one in progress (one ring
+        # serves one stream). With persistent workers torch hands out the
+        # same iterator object, reset; so do we.
+        self._generation = getattr(self, "_generation", 0) + 1
+        held = getattr(self, "_iterator", None)
+        if self.persistent_workers and held is not None:
+            held._restart(self._generation)
+        else:
+            self._iterator = _Iterator(self, self._generation)
+        self._iterator._done = ended  # an endless sampler that yielded nothing
+        return self._iterator
+
+    # torch's DataLoader makes these properties that validate and read
+    # private names its __init__ sets; ours keeps the value as given.
+    @property
+    def multiprocessing_context(self):
+        return self.__dict__.get("_multiprocessing_context")
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, value):
+        self.__dict__["_multiprocessing_context"] = value
 
     def state_dict(self):
         """The position between batches: the epoch in progress and how many
         of its batches were handed out (or the next epoch), the epoch's
         order when a torch sampler chose it, and the generators' states.
         Plain values and tensors, for ``torch.save``."""
+        if self._custom_batches or self._streamed:
+            raise OptionError("ringloader: state_dict() does not support a custom "
+                              "batch_sampler or a sampler with no len (their batches "
+                              "are not saved)")
         if self._native is not None:
             return _state.native_state(self)
         if self._in_process is not None:
@@ -252,9 +363,14 @@ class DataLoader:
 
 
 class _Iterator:
-    def __init__(self, loader):
+    def __init__(self, loader, generation):
         self._loader = loader
         self._native = loader._native
+        self._restart(generation)
+
+    def _restart(self, generation):
+        self._generation, self._done = generation, False
+        self._native = self._loader._native
 
     def __iter__(self):
         return self
@@ -263,20 +379,47 @@ class _Iterator:
         return len(self._loader)
 
     def __next__(self):
-        batch = self._native.next()
+        batch = self._next_on_host()
+        device = self._loader._to_device
+        return batch if device is None else _device.move_to(batch, device)
+
+    def _next_on_host(self):
+        if self._done:
+            raise StopIteration  # again and again, as torch's iterator
+        if self._generation != self._loader._generation:
+            raise Error("ringloader: this iterator's epoch was superseded by a later "
+                        "iter(loader) on the same loader (one ring serves one stream; "
+                        "torch's non-persistent workers would have gone on with it): "
+                        "keep one iterator per loader at a time")
+        try:
+            batch = self._native.next()
+        except WorkerError as error:
+            # A Python dataset's exception comes back with its own type.
+            raise _exceptions.from_worker(error) from None
         if batch is None:
+            stream = self._loader._stream
+            if stream is not None and stream.start_next():
+                return self._next_on_host()  # the sampler's next chunk
+            self._done = True
             self._loader._epoch_open = False
             raise StopIteration
-        data = _dlpack.from_dlpack(batch[0])
+        data = batch[0]  # shares the C++ storage: a spill moves it too
+        # A custom batch sampler's batch is padded to batch_size: keep its own.
+        lengths = self._loader._batch_lengths
+        length = None if lengths is None else lengths[batch[3]]
         collate = self._loader.collate_fn
         layout = self._loader._layout
         if layout is not None:
-            count = len(batch[4])
-            size = self._loader.batch_size
+            size, indices = self._loader.batch_size, batch[4][:length]
             if collate is None or collate is default_collate:
-                return layout.collate(data, size, count)
-            return collate([layout.sample(data, size, i) for i in range(count)])
-        target = _dlpack.from_dlpack(batch[1])
+                return _collate.collate_batch(layout, data, size, indices,
+                                              f"batch {batch[3]} of epoch {batch[2]}")
+            return collate(_collate.samples(layout, data, size, len(indices)))
+        data = data[:length]
+        target = _collate.copy_if_small(batch[1][:length])
+        if self._loader._converted:  # a torchvision dataset: its own samples
+            return _native_datasets.finish_batch(data, target, collate,
+                                                 self._loader._target_transform)
         if collate is None or collate is default_collate:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.
@@ -291,6 +434,15 @@ class _InProcessIterator:
     def __init__(self, loader, epoch, resume):
         self._loader = loader
         self.epoch = epoch
+        if loader._streamed:  # an endless sampler: drawn batch by batch
+            self.batches, self.order, self.consumed = None, None, 0
+            self._stream = iter(loader.batch_sampler)
+            return
+        if loader._custom_batches:  # the batch sampler's own batches
+            self.batches = _batches.own_batches(loader.batch_sampler)
+            self.order = [i for batch in self.batches for i in batch]
+            self.consumed = 0
+            return
         if resume is not None and resume["order"] is not None:
             self.order = resume["order"]
         elif isinstance(loader.sampler, ShardSampler):
@@ -308,9 +460,13 @@ class _InProcessIterator:
         return self
 
     def __len__(self):
-        return len(self.batches)
+        return len(self._loader) if self.batches is None else len(self.batches)
 
     def __next__(self):
+        if self.batches is None:
+            indices = next(self._stream)  # StopIteration ends it, as torch's
+            collate = self._loader.collate_fn or default_collate
+            return collate([self._loader.dataset[i] for i in indices])
         if self.consumed >= len(self.batches):
             if self._loader._in_process is self:
                 self._loader._in_process = None
@@ -320,36 +476,6 @@ class _InProcessIterator:
         self.consumed += 1
         collate = self._loader.collate_fn or default_collate
         return collate([self._loader.dataset[i] for i in indices])
-
-
-def _python_dataset_loader(dataset, options, worker_init_fn, seed):
-    """Spawned Python workers running dataset[i] into the ring."""
-    import os
-    import pickle
-    import sys
-
-    from ._layout import Layout
-    layout = Layout(dataset[0])
-    main = sys.modules.get("__main__")
-    header = {"sys_path": list(sys.path),
-              "main_path": getattr(main, "__file__", None)}
-    payload = {"dataset": dataset, "layout": layout, "worker_init_fn": worker_init_fn,
-               "seed": seed, "num_workers": options["num_workers"],
-               "batch_size": options["batch_size"]}
-    try:
-        blob = pickle.dumps({"header": pickle.dumps(header),
-                             "payload": pickle.dumps(payload)})
-    except Exception as error:
-        raise OptionError(f"ringloader: the dataset must be picklable to reach "
-                          f"spawned workers (as with multiprocessing 'spawn'): "
-                          f"{error}") from error
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = [sys.executable, "-c",
-               f"import sys; sys.path.insert(0, {package_parent!r}); "
-               "from ringloader._worker import main; sys.exit(main(sys.argv[1:]))"]
-    native = _ringloader.NativeLoader.external(command, blob, len(dataset),
-                                               layout.sample_bytes, options)
-    return native, layout
 
 
 def _sampler_len(sampler):

@@ -58,7 +58,7 @@ class Compose:
     def __init__(self, transforms, mode="exact"):
         if mode not in ("exact", "fast"):
             raise OptionError(f"Compose: mode must be 'exact' or 'fast', got {mode!r}")
-        self.transforms = [from_torchvision_op(t) for t in transforms]
+        self.transforms = [from_torchvision_op(t) for t in fold_dtype_conversion(transforms)]
         self.mode = mode
 
     def to_ops(self):
@@ -347,6 +347,22 @@ _TORCHVISION_CONVERTERS = {
                                            t.interpolation, t.fill, t.center),
     "RandomErasing": lambda t: RandomErasing(t.p, t.scale, t.ratio, t.value),
 }
+
+
+def fold_dtype_conversion(ops):
+    """``PILToTensor`` then ``ConvertImageDtype(torch.float)`` is ``ToTensor``,
+    bit for bit (both divide the uint8 values by 255 in float32): the form
+    torchvision's classification presets use."""
+    import torch
+    out = []
+    for op in ops:
+        if (type(op).__name__ == "ConvertImageDtype" and out
+                and type(out[-1]).__name__ == "PILToTensor"
+                and getattr(op, "dtype", None) == torch.float32):
+            out[-1] = ToTensor()
+        else:
+            out.append(op)
+    return out
 
 
 def from_torchvision_op(transform):

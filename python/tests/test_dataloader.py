@@ -56,7 +56,8 @@ def test_same_bytes_for_one_two_and_four_workers(image_folder):
 
 def test_slot_returns_when_tensors_are_collected(image_folder):
     dataset = ringloader.datasets.ImageFolder(image_folder, T.Compose([T.CenterCrop(8)]))
-    loader = ringloader.DataLoader(dataset, batch_size=2, num_workers=1, ring_slots=2)
+    loader = ringloader.DataLoader(dataset, batch_size=2, num_workers=1, ring_slots=2,
+                                   held_batches="raise")
     kept = []
     it = iter(loader)
     kept.append(next(it))

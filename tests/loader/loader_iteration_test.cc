@@ -80,11 +80,12 @@ TEST_F(Iteration, ManyEpochsDeliverEverythingEachTime) {
   }
 }
 
-TEST_F(Iteration, HoldingEveryRingSlotRaisesLeaseErrorNotDeadlock) {
+TEST_F(Iteration, HoldingEveryRingSlotRaisesLeaseErrorWhenAsked) {
   for (int workers : {0, 2}) {
     auto opts = options(4, workers);
     opts.ring_slots = 3;
     opts.poll_interval_s = 0.02;
+    opts.held_batches = HeldBatches::kRaise;
     Loader loader(dataset_, Pipeline{CenterCrop(8)}, opts);
     std::vector<Batch> held;
     auto it = loader.begin();

@@ -83,5 +83,43 @@ TEST_F(TrainerDeath, NoWorkerOrFileOutlivesTheTrainer) {
   EXPECT_EQ(count_entries("/dev/shm"), shm_before);
 }
 
+// exec keeps the pid, so a parent-pid check cannot see it: workers watch a
+// lock that only the trainer's own (close-on-exec) descriptor holds.
+TEST_F(TrainerDeath, WorkersEndWhenTheTrainerExecsAway) {
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::string helper = helper_path();
+  std::string folder = dir_ / "images";
+  const char* argv[] = {helper.c_str(), folder.c_str(), "exec", nullptr};
+  pid_t trainer = -1;
+  ASSERT_EQ(posix_spawn(&trainer, helper.c_str(), &actions, nullptr,
+                        const_cast<char* const*>(argv), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  FILE* lines = fdopen(out[0], "r");
+  std::vector<int> workers;
+  char line[64];
+  while (std::fgets(line, sizeof(line), lines) && std::string(line) != "ready\n") {
+    workers.push_back(std::atoi(line));
+  }
+  fclose(lines);
+  ASSERT_EQ(workers.size(), 2u);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int pid : workers) {
+    while (testing::process_alive(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_FALSE(testing::process_alive(pid)) << "worker " << pid << " outlived its trainer's exec";
+  }
+  EXPECT_TRUE(testing::process_alive(trainer));  // still there, now /bin/sleep
+  kill(trainer, SIGKILL);
+  int status = 0;
+  waitpid(trainer, &status, 0);
+}
+
 }  // namespace
 }  // namespace ringloader

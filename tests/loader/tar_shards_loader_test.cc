@@ -6,8 +6,12 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -113,6 +117,28 @@ TEST_F(TarShardsLoader, PipeShardsGiveTheSameBytes) {
   Dataset piped = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"});
   ASSERT_EQ(piped.size(), 30);
   expect_same(run(local, 2, 1), run(piped, 2, 1), "pipe:cat");
+}
+
+// A pipe: command runs in a worker; it must not inherit the ring (or any
+// memfd of the loader): it would keep the ring allocated after its worker
+// died. Each command lists its own descriptors before it streams its shard.
+TEST_F(TarShardsLoader, PipeCommandsInheritNoLoaderDescriptor) {
+  const std::string listings = dir_ / "fds";
+  ASSERT_EQ(mkdir(listings.c_str(), 0700), 0);
+  Dataset piped = Dataset::tar_shards(
+      {"pipe:ls -l /proc/self/fd > '" + listings + "'/$$.txt; cat '" + pattern_ + "'"});
+  const int at_construction = static_cast<int>(
+      std::distance(std::filesystem::directory_iterator(listings),
+                    std::filesystem::directory_iterator()));
+  run(piped, 2, 1);
+  int in_workers = -at_construction;
+  for (const auto& entry : std::filesystem::directory_iterator(listings)) {
+    ++in_workers;
+    std::ifstream file(entry.path());
+    std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(text.find("memfd:ringloader"), std::string::npos) << text;
+  }
+  EXPECT_GE(in_workers, 5);  // every shard was read by a worker
 }
 
 TEST_F(TarShardsLoader, CorruptMemberNamesShardAndMember) {

@@ -5,6 +5,7 @@
 //   exit    std::exit mid-epoch: no destructor runs
 //   throw   an uncaught exception: std::terminate, SIGABRT
 //   return  leave main normally (destructors run)
+//   exec    exec /bin/sleep 30: the pid lives on, the trainer does not
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,7 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s IMAGE_FOLDER wait|exit|throw|return\n", argv[0]);
+    std::fprintf(stderr, "usage: %s IMAGE_FOLDER wait|exit|throw|return|exec\n", argv[0]);
     return 2;
   }
   ringloader::LoaderOptions options;
@@ -33,5 +34,9 @@ int main(int argc, char** argv) {
   if (mode == "exit") std::exit(0);
   if (mode == "throw") throw std::runtime_error("trainer failed mid-epoch");
   if (mode == "return") return 0;
+  if (mode == "exec") {
+    execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+    return 3;
+  }
   for (;;) pause();
 }

@@ -1,0 +1,37 @@
+#include "loader/trainer/held_batches.h"
+
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace ringloader::trainer {
+
+void HeldBatches::track(uint64_t batch_id, const torch::Tensor& data) {
+  // Dead batches released their slots already: forget them, so the list
+  // stays as short as the set of live leases.
+  held_.erase(std::remove_if(held_.begin(), held_.end(),
+                             [](const Held& held) { return held.storage.expired(); }),
+              held_.end());
+  held_.push_back({batch_id, data.storage().getWeakStorageImpl()});
+}
+
+bool HeldBatches::spill(uint64_t batch_id) {
+  auto it = std::find_if(held_.begin(), held_.end(),
+                         [&](const Held& held) { return held.batch_id == batch_id; });
+  if (it == held_.end()) return false;
+  c10::intrusive_ptr<c10::StorageImpl> storage = it->storage.lock();
+  held_.erase(it);
+  if (!storage) return false;
+  const size_t bytes = storage->nbytes();
+  at::DataPtr copy = c10::GetCPUAllocator()->allocate(bytes);
+  if (bytes > 0) std::memcpy(copy.get(), storage->data_ptr().get(), bytes);
+  // The old DataPtr's deleter owns the slot lease: destroying it here, on
+  // the trainer thread, releases the slot.
+  at::DataPtr slot = storage->set_data_ptr(std::move(copy));
+  slot.clear();
+  ++spilled_;
+  return true;
+}
+
+}  // namespace ringloader::trainer

@@ -1,0 +1,48 @@
+// The Loader's side of leases: freeing a slot that a live batch still
+// holds when the trainer needs it (fence wait, spill, or LeaseError), and
+// the lazy CUDA start that pins the ring and fences releases.
+#include "loader/ring/futex.h"
+#include "loader/trainer/loader_impl.h"
+#include "loader/trainer/release_fence.h"
+
+namespace ringloader {
+
+void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
+  if (ring::phase_of(state) != ring::kLeased) return;
+  const uint32_t index = ring::slot_of(batch_id, ring_->geometry().slot_count);
+  const uint64_t holder = protocol_->id_of_state(state, index);
+  // Dead already, its slot held back only by GPU work still reading it.
+  if (releaser_->flush_through(holder)) return;
+  if (options_.held_batches == HeldBatches::kSpill && held_.spill(holder)) {
+    releaser_->flush_through(holder);  // the spill's release may be fenced
+    return;
+  }
+  ring::SlotControl& slot = ring_->slot(index);
+  // Another thread may be dropping that batch right now: give it a moment.
+  ring::futex_wait(slot.state, state,
+                   static_cast<int64_t>(options_.poll_interval_s * 1e9));
+  if (slot.state.load(std::memory_order_acquire) != state) return;
+  if (releaser_->flush_through(holder)) return;
+  throw LeaseError(
+      "ringloader: all " + std::to_string(options_.ring_slots) +
+      " ring slots are held by live batches, so batch " +
+      std::to_string(cursor_) + " of epoch " + std::to_string(epoch_) +
+      " can never be produced" +
+      (options_.held_batches == HeldBatches::kRaise ? " (held_batches = kRaise)" : "") +
+      ". Drop earlier batches' "
+      "tensors (or clone what you keep), raise LoaderOptions::ring_slots, or "
+      "let held batches spill.");
+}
+
+void Loader::Impl::start_cuda_once() {
+  if (cuda_started_) return;
+  cuda_started_ = true;
+  // Pinned even for device "cpu" when asked, like torch's pin_memory: the
+  // caller may copy batches to a GPU itself (tensor.to(cuda,
+  // non_blocking=true)), so from now on releases wait for that work.
+  if (!options_.pin_memory && !device_) return;
+  pin_.pin(ring_->data_area(), ring_->data_area_bytes());
+  if (pin_.pinned()) releaser_->set_fences(trainer::make_cuda_fence_source());
+}
+
+}  // namespace ringloader

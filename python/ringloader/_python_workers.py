@@ -1,0 +1,223 @@
+"""The trainer's side of Python workers (any map-style Dataset).
+
+Workers are forked from a clean zygote (see _zygote.py), never from the
+trainer and never by re-running its main script, so unguarded scripts,
+``python -c``, stdin, notebooks and ``python -m pkg.train`` work. What
+travels is the payload, pickled with cloudpickle: classes and functions of
+``__main__`` by value, everything else by reference (importable in the
+workers through the trainer's sys.path).
+"""
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import threading
+import weakref
+
+from . import _ringloader, _zygote
+from ._ringloader import OptionError, WorkerError
+
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker_stub.py")
+# Set in the zygote's environment: its `import ringloader` starts no zygote.
+_ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
+
+
+class _Zygote:
+    """The zygote process and the trainer's end of its control socket.
+
+    Forked from the trainer when that is safe (one thread, CUDA untouched:
+    at ``import ringloader`` it usually is), so it is ready at once with
+    what the trainer imported so far; else spawned (``python -c``), ready
+    once it has imported torch. $RINGLOADER_ZYGOTE=spawn always spawns."""
+
+    def __init__(self):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.owner = os.getpid()
+        self.ready = False
+        self.process = None
+        self.pid = None
+        if _fork_is_safe():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the zygote: never returns
+                ours.close()
+                os.environ[_ZYGOTE_ENV] = "1"
+                _zygote.forget_partial_imports()
+                _zygote.zygote_main(theirs.detach(), self.owner)
+            self.pid = pid
+        else:
+            code = (f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
+                    "from ringloader._zygote import zygote_main; "
+                    f"zygote_main({theirs.fileno()}, {self.owner})")
+            env = dict(os.environ, **{_ZYGOTE_ENV: "1"})
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
+                stdin=subprocess.DEVNULL)
+        theirs.close()
+        self.control = ours
+
+    def alive(self):
+        if self.owner != os.getpid():
+            return False  # a fork of the trainer: its zygote is the parent's
+        if self.process is not None:
+            return self.process.poll() is None
+        try:
+            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
+        except ChildProcessError:  # reaped by someone else's os.wait()
+            return False
+
+    def fork_server(self):
+        """A new loader server; returns the trainer's end of its socket."""
+        if not self.ready:
+            if _zygote.recv_exact(self.control, 1) != b"R":
+                raise EOFError("zygote failed to start")
+            self.ready = True
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            socket.send_fds(self.control, [b"S"], [theirs.fileno()])
+        finally:
+            theirs.close()
+        return ours
+
+
+def _fork_is_safe():
+    """Forking the trainer is safe while it runs one thread and has not
+    initialised CUDA (what torch's own fork start method assumes too)."""
+    if os.environ.get("RINGLOADER_ZYGOTE") == "spawn":
+        return False
+    try:
+        if len(os.listdir("/proc/self/task")) != 1:
+            return False
+    except OSError:
+        return False
+    cuda = sys.modules.get("torch.cuda")
+    return not (cuda is not None and cuda.is_initialized())
+
+
+_lock = threading.Lock()
+_zygote_process = None
+
+
+def prestart():
+    """Starts the zygote in the background (it imports torch, ~1 s, while
+    the trainer goes on), so the first loader finds it ready. Called at
+    ``import ringloader``; $RINGLOADER_PRESTART=0 defers it to the first
+    loader with a Python dataset."""
+    if os.environ.get(_ZYGOTE_ENV) or os.environ.get("RINGLOADER_PRESTART") == "0":
+        return
+    try:
+        _zygote_for_use()
+    except OSError:
+        pass  # started again, and reported, when a loader needs it
+
+
+def _zygote_for_use():
+    global _zygote_process
+    with _lock:
+        if _zygote_process is None or not _zygote_process.alive():
+            _zygote_process = _Zygote()
+        return _zygote_process
+
+
+def _start_server():
+    for attempt in range(2):
+        zygote = _zygote_for_use()
+        try:
+            with _lock:
+                return zygote.fork_server()
+        except (OSError, EOFError) as error:
+            if attempt:
+                raise WorkerError(f"ringloader: cannot start Python workers' zygote: "
+                                  f"{error}") from error
+            zygote.owner = -1  # dead: start another
+
+
+class PythonWorkers:
+    """A loader server (the dataset loaded, sample 0 laid out) and the
+    NativeLoader whose pool spawns a stub per worker."""
+
+    def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes):
+        self.options = options
+        self.max_pickled_bytes = max_pickled_bytes
+        self.extra = {"worker_init_fn": worker_init_fn, "seed": seed,
+                      "num_workers": options["num_workers"],
+                      "batch_size": options["batch_size"]}
+        self.iterated = False
+        self.native = self.layout = None
+        self.payload = self._pickle(dataset)
+        self._start(dataset)
+
+    def refresh(self, dataset):
+        """Before an epoch: workers with the dataset as it is now, as torch's
+        re-created (non-persistent) workers see it. Restarts the workers
+        only when the pickled dataset changed. Returns (native, layout)."""
+        self.iterated = True
+        payload = self._pickle(dataset)
+        if payload != self.payload:
+            self.native = self.layout = None  # old workers shut down first
+            self.payload = payload
+            self._start(dataset)
+        return self.native, self.layout
+
+    def _pickle(self, dataset):
+        import cloudpickle
+        try:
+            return cloudpickle.dumps(dict(self.extra, dataset=dataset))
+        except Exception as error:
+            raise OptionError(f"ringloader: the dataset must be picklable to reach "
+                              f"the worker processes: {error}") from error
+
+    def _start(self, dataset):
+        server = _start_server()
+        header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
+                  "environ": dict(os.environ), "parent_pid": os.getpid(),
+                  "max_pickled_bytes": self.max_pickled_bytes}
+        try:
+            _zygote.send_frame(server, pickle.dumps(header))
+            _zygote.send_frame(server, self.payload)
+            reply = pickle.loads(_zygote.recv_frame(server))
+        except (OSError, EOFError) as error:
+            server.close()
+            raise WorkerError(f"ringloader: Python workers' loader server died: "
+                              f"{error}") from error
+        if "error" in reply:
+            server.close()
+            _raise_probe_error(reply)
+        layout = pickle.loads(reply["layout"])
+        command = [sys.executable, "-S", _STUB, reply["address"]]
+        try:
+            native = _ringloader.NativeLoader.external(
+                command, b"-", len(dataset), layout.sample_bytes, self.options)
+        except BaseException:
+            server.close()
+            raise
+        # The server lives as long as this native loader (an old epoch's
+        # iterator may still hold it after a refresh).
+        try:
+            weakref.finalize(native, server.close)
+        except TypeError:
+            self._server = server
+        self.native, self.layout = native, layout
+
+
+def _raise_probe_error(reply):
+    """The worker could not load the dataset or lay out sample 0: the user's
+    own exception type where it pickles (as torch re-raises a worker's),
+    with the worker's traceback in the message. Unlike torch this happens
+    at construction, since sample 0 sizes the ring."""
+    where = {"unpickle": "unpickling the dataset in a worker",
+             "sample": "sample 0 (probed in a worker to size the ring)",
+             "layout": "laying out sample 0"}.get(reply["stage"], reply["stage"])
+    text = (f"ringloader: {where}: {reply['error']}\n"
+            f"worker traceback:\n{reply.get('traceback', '')}")
+    error = None
+    if reply.get("exception") is not None:
+        try:
+            error = pickle.loads(reply["exception"])
+            error.args = (text,)
+        except Exception:  # noqa: BLE001  (an odd exception: WorkerError below)
+            error = None
+    raise error if error is not None else WorkerError(text)

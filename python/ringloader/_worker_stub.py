@@ -1,0 +1,53 @@
+"""ringloader._worker stub: the process the trainer's C++ WorkerPool spawns
+and waits on for each Python worker (run as ``python -S _worker_stub.py
+ADDRESS --ring-fd 3 --config-fd 4 --index I --parent-pid P``).
+
+It hands its stdio, ring and config descriptors to the loader server at
+ADDRESS (see _zygote.py), which forks the real worker with the dataset
+already loaded: no interpreter start, torch import or unpickling per worker.
+It then ends the way the worker ended (same exit status or signal), so the
+pool's waitpid reports the worker's death; killed itself, its connection
+closes and the server kills the worker. Standard library only, no site: it
+starts in milliseconds.
+"""
+import os
+import signal
+import socket
+import struct
+import sys
+
+
+def main(argv):
+    address = argv[0]
+    values = dict(zip(argv[1::2], argv[2::2]))
+    index = values["--index"]
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.connect("\0" + address[1:] if address.startswith("@") else address)
+        # The worker joins this process's group (the pool kills the group).
+        socket.send_fds(server, [f"{index} {os.getpgrp()}".encode()], [0, 1, 2, 3, 4])
+    except OSError as error:
+        sys.stderr.write(f"ringloader worker {index}: loader server gone: {error}\n")
+        return 3
+    for fd in (3, 4):
+        os.close(fd)  # the worker holds them now
+    status = b""
+    while len(status) < 4:
+        chunk = server.recv(4 - len(status))
+        if not chunk:
+            sys.stderr.write(f"ringloader worker {index}: loader server gone\n")
+            return 3
+        status += chunk
+    (status,) = struct.unpack("<i", status)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            signal.signal(number, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL, SIGSTOP: already default
+        os.kill(os.getpid(), number)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,336 @@
+"""Where Python workers come from: a clean process that forks them.
+
+Three kinds of process, none of which is the trainer:
+
+* the zygote: spawned once per trainer process (``python -c``), imports
+  torch, never touches CUDA, never runs the trainer's main script. For each
+  loader it forks a server.
+* a loader server: unpickles the loader's payload (the dataset, with
+  ``__main__``'s classes by value), computes the layout of ``dataset[0]``
+  (so ``__getitem__`` never runs in the trainer), answers the trainer, then
+  forks one worker per stub that connects.
+* a worker: forked from its server with the dataset already in memory, it
+  runs ``ringloader._worker.serve``.
+
+The C++ WorkerPool spawns and waits on *stubs* (``_worker_stub.py``), so
+its death detection, kill and respawn stay as they are: a stub hands its
+descriptors (stdio, ring, config) to the server, which forks the worker; the
+server kills the worker when its stub's connection closes (the stub was
+killed) and sends the worker's wait status to the stub, which ends the same
+way. The zygote and the workers die with their parent (PR_SET_PDEATHSIG);
+a server ends when the trainer's end of its socket closes (the trainer
+dropped the loader, or died), killing its workers.
+"""
+import ctypes
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+STUB_FDS = 5  # stdin, stdout, stderr, ring (3), config (4)
+
+
+def die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def set_name(name):
+    """The name top and ps -o comm show (a forked zygote's command line is
+    still the trainer's)."""
+    try:
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def send_frame(sock, data):
+    sock.sendall(struct.pack("<Q", len(data)) + data)
+
+
+def recv_exact(sock, size):
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("ringloader: connection closed")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock):
+    (size,) = struct.unpack("<Q", recv_exact(sock, 8))
+    return recv_exact(sock, size)
+
+
+def forget_partial_imports():
+    """In a zygote forked while the trainer was importing (``import
+    ringloader`` at the top of the user's module): modules whose import was
+    still running lack what their body defines later (the dataset class).
+    Drop them, so unpickling imports them afresh. ringloader itself is
+    complete (prestart is the last line of its __init__).
+
+    The modules dropped stay referenced, and everything the trainer made is
+    frozen out of the garbage collector (gc.freeze): no finaliser of the
+    trainer's objects runs in this fork, and collections do not write to
+    (and so copy) the pages it shares with the trainer."""
+    import gc
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if (getattr(spec, "_initializing", False) and name != "ringloader"
+                and not name.startswith("ringloader.")):
+            _DROPPED.append(sys.modules.pop(name))
+    gc.freeze()
+
+
+_DROPPED = []
+
+
+def zygote_main(control_fd, trainer_pid):
+    """Forks a loader server for each descriptor the trainer sends; ends when
+    the trainer's end of `control_fd` closes. Never returns: the zygote may
+    be a fork of the trainer, whose atexit handlers and finalisers are not
+    its own to run."""
+    try:
+        _zygote_loop(control_fd, trainer_pid)
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(0)
+
+
+def _zygote_loop(control_fd, trainer_pid):
+    die_with_parent()
+    if os.getppid() != trainer_pid:
+        return  # the trainer ended before the death signal was armed
+    set_name("rl-zygote")
+    # Its own process group: a terminal's Ctrl-C reaches the trainer (which
+    # shuts the workers down), not the zygote, servers and workers.
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=control_fd)
+    # Servers are reaped by the kernel: the zygote never waits on them.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    # What every server and worker needs, imported once here.
+    import importlib
+    for name in ("torch", "torch.utils.data", "ringloader._layout",
+                 "ringloader._ringloader", "ringloader._worker"):
+        importlib.import_module(name)
+    control.sendall(b"R")  # ready
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 16, 1)
+        except (OSError, EOFError):
+            return
+        if not message or not fds:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            code = 1
+            try:
+                code = LoaderServer(socket.socket(fileno=fds[0])).run()
+            except BaseException:  # noqa: BLE001  (a forked child must not return)
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(fds[0])
+
+
+class LoaderServer:
+    """One loader's dataset, probed once, forked into its workers."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer       # the loader's lifeline and channel
+        self.workers = {}            # stub connection -> worker pid
+        self.orphans = set()         # stubs gone, their worker killed, not reaped
+        self.listener = None
+
+    def run(self):
+        # No PR_SET_PDEATHSIG here: the zygote's death (the trainer thread
+        # that made it ended) must not end live loaders. The trainer's end
+        # of `self.trainer` closes when it dies or drops the loader.
+        set_name("rl-server")
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select
+        reply = self._load()
+        if "error" in reply:
+            send_frame(self.trainer, pickle.dumps(reply))
+            return 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Abstract namespace: no file to clean up; "@" stands for its NUL on
+        # the stub's command line.
+        name = f"ringloader-{os.getpid()}-{os.urandom(6).hex()}"
+        self.listener.bind("\0" + name)
+        self.listener.listen(64)
+        reply["address"] = "@" + name
+        send_frame(self.trainer, pickle.dumps(reply))
+        self._loop(wake_r)
+        return 0
+
+    def _load(self):
+        """Unpickles the payload and lays out sample 0 (here, not in the
+        trainer, as torch never calls __getitem__ there with workers)."""
+        try:
+            header = pickle.loads(recv_frame(self.trainer))
+            sys.path[:] = header["sys_path"] + [p for p in sys.path
+                                                if p not in header["sys_path"]]
+            os.chdir(header["cwd"])
+            os.environ.clear()
+            os.environ.update(header["environ"])
+            payload = recv_frame(self.trainer)
+        except (EOFError, OSError) as error:
+            return {"error": f"ringloader: loader server: {error}", "stage": "receive"}
+        stage = "unpickle"
+        try:
+            self.config = pickle.loads(payload)
+            self.config["parent_pid"] = header["parent_pid"]
+            stage = "sample"
+            from ringloader._layout import Layout
+            sample = self.config["dataset"][0]
+            stage = "layout"
+            self.config["layout"] = Layout(sample, header["max_pickled_bytes"])
+            return {"layout": pickle.dumps(self.config["layout"])}
+        except Exception as error:  # noqa: BLE001  (reported to the trainer)
+            return {"error": f"{type(error).__name__}: {error}",
+                    "traceback": traceback.format_exc(), "stage": stage,
+                    "exception": _picklable(error)}
+
+    def _loop(self, wake_r):
+        while True:
+            stubs = [s for s in self.workers if s not in self.orphans]
+            readable, _, _ = select.select(
+                [self.trainer, self.listener, wake_r, *stubs], [], [])
+            if wake_r in readable:
+                while True:
+                    try:
+                        if not os.read(wake_r, 512):
+                            break
+                    except BlockingIOError:
+                        break
+                self._reap()
+            if self.listener in readable:
+                self._accept()
+            for stub in [s for s in readable if s in self.workers]:
+                if not stub.recv(1):  # the stub is gone (killed): so is its worker
+                    _kill(self.workers[stub])
+                    self.orphans.add(stub)
+            if self.trainer in readable and not self.trainer.recv(1):
+                self._end_workers()
+                return
+
+    def _end_workers(self):
+        """The trainer is gone or dropped the loader: kill the workers and
+        tell their stubs (which end as quietly as the workers did)."""
+        for pid in self.workers.values():
+            _kill(pid)
+        for stub, pid in list(self.workers.items()):
+            try:
+                _, status = os.waitpid(pid, 0)
+                stub.sendall(struct.pack("<i", status))
+            except OSError:
+                pass
+
+    def _accept(self):
+        stub, _ = self.listener.accept()
+        try:
+            message, fds, _, _ = socket.recv_fds(stub, 64, STUB_FDS)
+        except OSError:
+            stub.close()
+            return
+        if len(fds) != STUB_FDS:
+            for fd in fds:
+                os.close(fd)
+            stub.close()
+            return
+        index, group = (int(word) for word in message.decode().split())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._become_worker(index, group, fds)
+        for fd in fds:
+            os.close(fd)
+        self.workers[stub] = pid
+
+    def _become_worker(self, index, group, fds):
+        code = 1
+        try:
+            server_pid = os.getppid()
+            # The stub's process group: when the trainer's pool kills the
+            # stub's group (a hang) or sees the stub gone, this worker dies
+            # with it, before the pool re-does its batch.
+            os.setpgid(0, group)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            die_with_parent()
+            set_name(f"rl-worker-{index}")
+            for sock in [self.trainer, self.listener, *self.workers]:
+                sock.close()
+            # stdio onto 0-2. The ring keeps the number it arrived with: in
+            # a zygote forked from the trainer, 3 and 4 may belong to the
+            # trainer's objects (a log file), whose finaliser would close it.
+            for target, fd in enumerate(fds[:3]):
+                os.dup2(fd, target)
+                if fd > 2:
+                    os.close(fd)
+            os.close(fds[4])  # the config memfd: the payload came by socket
+            from ringloader import _worker
+            code = _worker.serve(index, server_pid, self.config, ring_fd=fds[3])
+        except BaseException:  # noqa: BLE001
+            traceback.print_exc()
+            code = 3
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+
+    def _reap(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for stub, worker in list(self.workers.items()):
+                if worker == pid:
+                    try:
+                        stub.sendall(struct.pack("<i", status))
+                    except OSError:
+                        pass
+                    stub.close()
+                    del self.workers[stub]
+                    self.orphans.discard(stub)
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _picklable(error):
+    try:
+        data = pickle.dumps(error)
+        pickle.loads(data)
+        return data
+    except Exception:  # noqa: BLE001  (the text still reaches the trainer)
+        return None

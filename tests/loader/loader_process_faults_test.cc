@@ -1,0 +1,237 @@
+// Process-level faults that a careful read found (issue 18): a worker that
+// cannot be replaced, a worker killed between its last write and its
+// publish, a trainer that forks, worker deaths a host program hides, and
+// descriptors that leak. Each would hang the trainer or corrupt a batch;
+// each test runs with a timeout_s, so a regression fails instead of hanging.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include "ringloader/external.h"
+#include "ringloader/ringloader.h"
+#include "test_data.h"
+
+namespace ringloader {
+namespace {
+
+std::string sibling(const std::string& name) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  self[n > 0 ? n : 0] = '\0';
+  std::string path(self);
+  return path.substr(0, path.rfind('/')) + "/" + name;
+}
+
+class ProcessFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::make_image_folder(dir_ / "images", 3, 20, "png", 24, 40);
+    dataset_ = Dataset::image_folder(dir_ / "images");
+  }
+  LoaderOptions options(int workers) {
+    LoaderOptions out = testing::make_options(4, workers);
+    out.ring_slots = 3;
+    out.poll_interval_s = 0.02;
+    out.hang_timeout_s = 5;
+    out.timeout_s = 10;  // a hang fails the test with "timed out"
+    return out;
+  }
+  // Every sample of one epoch, as delivered (index -> bytes). `raw_bytes`:
+  // an external loader's flat slot, that many bytes a sample.
+  static std::map<int64_t, std::string> samples_of(Loader& loader,
+                                                   std::optional<Batch> first = {},
+                                                   int64_t raw_bytes = 0) {
+    std::map<int64_t, std::string> out;
+    auto add = [&out, raw_bytes](const Batch& batch) {
+      torch::Tensor data = batch.data.contiguous();
+      const int64_t each =
+          raw_bytes > 0 ? raw_bytes : data.nbytes() / std::max<int64_t>(1, data.size(0));
+      for (size_t i = 0; i < batch.sample_indices.size(); ++i) {
+        EXPECT_TRUE(out.count(batch.sample_indices[i]) == 0)
+            << "sample " << batch.sample_indices[i] << " delivered twice";
+        out[batch.sample_indices[i]] = std::string(
+            static_cast<const char*>(data.data_ptr()) + i * each, each);
+      }
+    };
+    if (first) add(*first);
+    while (std::optional<Batch> batch = loader.next()) add(*batch);
+    return out;
+  }
+  testing::TempDir dir_;
+  Dataset dataset_;
+};
+
+// Item 1: two workers that cannot start die before the first check; the
+// first one's error must not leave the second unhandled, and a second and
+// third loop must raise (no live worker) instead of waiting forever.
+TEST_F(ProcessFaults, NoLiveWorkerIsAnErrorOnEveryLoopNotAHang) {
+  auto opts = options(2);
+  opts.worker_executable = "/bin/false";
+  opts.timeout_s = 3;
+  Loader loader(dataset_, Pipeline{CenterCrop(16)}, opts);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // both exited
+  for (int loop = 0; loop < 3; ++loop) {
+    SCOPED_TRACE("loop " + std::to_string(loop));
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (Batch& batch : loader) (void)batch;
+      ADD_FAILURE() << "expected WorkerError";
+    } catch (const WorkerError& error) {
+      std::string message = error.what();
+      EXPECT_EQ(message.find("timed out"), std::string::npos) << message;
+      EXPECT_NE(message.find("before it started"), std::string::npos) << message;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  }
+}
+
+// Item 2: an external (Python-style) worker SIGKILLed after it wrote its
+// batch but before it published it. Its claim must still name the batch,
+// so the batch is re-done; else the slot stays FILLING and the trainer
+// waits forever.
+TEST_F(ProcessFaults, ExternalWorkerKilledJustBeforePublishLosesNothing) {
+  const std::string marker = dir_ / "killed";
+  ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
+                   ("endpoint.before_publish:" + marker).c_str(), 1), 0);
+  ExternalWorkers workers;
+  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.config = "8";
+  workers.dataset_size = 24;
+  workers.sample_bytes = 8;
+  auto opts = options(2);
+  opts.timeout_s = 5;
+  Loader loader(workers, opts);
+  unsetenv("RINGLOADER_FAULT_KILL_AT");
+  loader.begin_epoch();
+  std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
+  struct stat info {};
+  ASSERT_EQ(stat(marker.c_str(), &info), 0) << "the fault point was never reached";
+  ASSERT_EQ(got.size(), 24u);
+  for (const auto& [index, bytes] : got) {
+    EXPECT_EQ(bytes, std::string(8, static_cast<char>(index % 251))) << "sample " << index;
+  }
+  EXPECT_GE(loader.stats().worker_restarts, 1);
+}
+
+std::string bytes_of(const torch::Tensor& tensor) {
+  torch::Tensor flat = tensor.contiguous();
+  return std::string(static_cast<const char*>(flat.data_ptr()), flat.nbytes());
+}
+
+// Item 3: a child forked by the trainer that drops its copies of a batch
+// and of the Loader, then exits, touches nothing the parent shares: the
+// parent's workers go on (no shutdown flag), and the batch the parent holds
+// is not overwritten (the child's lease does not free its slot).
+TEST_F(ProcessFaults, ForkedChildThatDropsBatchAndLoaderLeavesTheParentAlone) {
+  std::map<int64_t, std::string> reference;
+  {
+    Loader undisturbed(dataset_, Pipeline{CenterCrop(16), ToTensor()}, options(0));
+    undisturbed.begin_epoch();
+    reference = samples_of(undisturbed);
+  }
+  auto loader = std::make_unique<Loader>(dataset_, Pipeline{CenterCrop(16), ToTensor()},
+                                         options(2));
+  loader->begin_epoch();
+  std::optional<Batch> held = loader->next();
+  ASSERT_TRUE(held.has_value());
+  const std::string held_bytes = bytes_of(held->data);
+  const std::vector<int> pids = loader->worker_pids();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    held.reset();    // the child's copy of the lease
+    loader.reset();  // the child's copy of the Loader: its destructor
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  std::map<int64_t, std::string> rest = samples_of(*loader);
+  EXPECT_EQ(bytes_of(held->data), held_bytes) << "the held batch was overwritten";
+  for (size_t i = 0; i < held->sample_indices.size(); ++i) {
+    rest[held->sample_indices[i]] =
+        held_bytes.substr(i * held_bytes.size() / held->sample_indices.size(),
+                          held_bytes.size() / held->sample_indices.size());
+  }
+  EXPECT_TRUE(rest == reference) << "the epoch differs from an undisturbed one";
+  EXPECT_EQ(loader->stats().worker_restarts, 0);
+  EXPECT_EQ(loader->worker_pids(), pids);
+}
+
+// Item 3: the trainer's ring and config memfds are close-on-exec, so a
+// program the trainer execs (or a subprocess) never holds the ring.
+TEST_F(ProcessFaults, TrainerRingDescriptorsAreCloseOnExec) {
+  Loader loader(dataset_, Pipeline{CenterCrop(16)}, options(1));
+  int seen = 0;
+  DIR* dir = opendir("/proc/self/fd");
+  ASSERT_NE(dir, nullptr);
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    char target[512] = {};
+    std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) <= 0) continue;
+    if (std::string(target).find("memfd:ringloader") == std::string::npos) continue;
+    ++seen;
+    int flags = fcntl(std::atoi(entry->d_name), F_GETFD);
+    EXPECT_TRUE(flags >= 0 && (flags & FD_CLOEXEC)) << target << " on fd " << entry->d_name;
+  }
+  closedir(dir);
+  EXPECT_GE(seen, 2);  // ring and configuration, and the pool's copies
+}
+
+// Item 5: a host program that ignores SIGCHLD (children are reaped by the
+// kernel) or reaps every child itself must not hide a worker's death.
+class HiddenDeaths : public ProcessFaults {
+ protected:
+  void kill_one_worker_mid_epoch() {
+    Loader loader(dataset_, Pipeline{CenterCrop(16), ToTensor()}, options(2));
+    loader.begin_epoch();
+    std::optional<Batch> first = loader.next();
+    ASSERT_TRUE(first.has_value());
+    const int victim = loader.worker_pids().at(0);
+    ASSERT_EQ(kill(victim, SIGKILL), 0);
+    EXPECT_EQ(samples_of(loader, std::move(first)).size(), 60u);
+    loader.begin_epoch();  // a second epoch: the death is surely seen by now
+    EXPECT_EQ(samples_of(loader).size(), 60u);
+    EXPECT_GE(loader.stats().worker_restarts, 1);
+    std::vector<int> pids = loader.worker_pids();
+    EXPECT_EQ(pids.size(), 2u);
+    EXPECT_EQ(std::count(pids.begin(), pids.end(), victim), 0);
+  }
+};
+
+TEST_F(HiddenDeaths, WorkerDeathIsSeenWithSigchldIgnored) {
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGCHLD, &ignore, &previous), 0);
+  kill_one_worker_mid_epoch();
+  sigaction(SIGCHLD, &previous, nullptr);
+}
+
+TEST_F(HiddenDeaths, WorkerDeathIsSeenWhenTheHostReapsEveryChild) {
+  std::atomic<bool> stop{false};
+  std::thread reaper([&stop] {  // a launcher's waitpid(-1) loop
+    while (!stop.load()) {
+      while (waitpid(-1, nullptr, WNOHANG) > 0) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  kill_one_worker_mid_epoch();
+  stop = true;
+  reaper.join();
+}
+
+}  // namespace
+}  // namespace ringloader
