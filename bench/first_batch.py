@@ -8,10 +8,12 @@ Prints, per loader, the median over repeats of
   construct: DataLoader(...) called -> first batch in hand
   script:    interpreter start -> first batch in hand (imports included)
 ringloader runs its Python workers (native=False where the loader has that
-option), the path a dataset it cannot make natively takes; the
-"ringloader-spawn" row has its zygote spawned rather than forked at import
-(RINGLOADER_ZYGOTE=spawn: what happens when the trainer had threads or CUDA
-when it imported ringloader).
+option), the path a dataset it cannot make natively takes. Its zygote is
+forked at import (the default); the "ringloader-spawn" row spawns it
+instead (RINGLOADER_ZYGOTE=spawn: what happens when the trainer had
+threads or CUDA when it imported ringloader). --model builds a
+torchvision ResNet-50 between the imports and the loader, as a training
+script does before its first batch.
 """
 import argparse
 import os
@@ -28,7 +30,7 @@ import torch
 import torchvision
 from torchvision import transforms as T
 kind, root = sys.argv[1], sys.argv[2]
-if len(sys.argv) > 3:  # a training script whose main module imports more
+if "heavy" in sys.argv[3:]:  # a training script whose main module imports more
     import scipy.ndimage, skimage.filters  # noqa: E401,F401
 if kind == "ringloader":
     import inspect
@@ -39,6 +41,9 @@ if kind == "ringloader":
 else:
     Loader, extra = torch.utils.data.DataLoader, {}
 if __name__ == "__main__":
+    if "model" in sys.argv[3:]:
+        import torchvision.models
+        torchvision.models.resnet50()
     dataset = torchvision.datasets.ImageFolder(
         root, transform=T.Compose([T.RandomResizedCrop(32), T.ToTensor()]))
     built = time.perf_counter()
@@ -61,12 +66,12 @@ def make_folder(root, classes=4, per_class=16, size=64):
             Image.fromarray(pixels).save(os.path.join(root, f"class{c}", f"{i}.jpg"))
 
 
-def run(kind, root, script, heavy=False):
+def run(kind, root, script, heavy=False, model=False):
     env = dict(os.environ)
     if kind == "ringloader-spawn":  # the zygote spawned, not forked at import
         env["RINGLOADER_ZYGOTE"] = "spawn"
     out = subprocess.run([sys.executable, script, kind.split("-")[0], root]
-                         + (["heavy"] if heavy else []),
+                         + (["heavy"] if heavy else []) + (["model"] if model else []),
                          capture_output=True, text=True, timeout=120, env=env)
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -80,6 +85,8 @@ def main():
     parser.add_argument("--heavy-main", action="store_true",
                         help="the script's main module also imports scipy and "
                              "skimage (workers that re-ran main paid for it)")
+    parser.add_argument("--model", action="store_true",
+                        help="build a ResNet-50 between the imports and the loader")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = os.path.join(tmp, "images")
@@ -90,10 +97,11 @@ def main():
         results = {"torch": [], "ringloader": [], "ringloader-spawn": []}
         for _ in range(args.repeats):  # interleaved: both see the same load
             for kind in results:
-                results[kind].append(run(kind, root, script, args.heavy_main))
+                results[kind].append(run(kind, root, script, args.heavy_main, args.model))
     print(f"time to first batch, ImageFolder of 64 JPEGs, 2 workers, "
           f"median of {args.repeats}"
-          f"{', main imports scipy + skimage' if args.heavy_main else ''}:")
+          f"{', main imports scipy + skimage' if args.heavy_main else ''}"
+          f"{', ResNet-50 built before the loader' if args.model else ''}:")
     for kind, runs in results.items():
         construct = statistics.median(r[0] for r in runs)
         whole = statistics.median(r[1] for r in runs)

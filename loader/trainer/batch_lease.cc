@@ -1,5 +1,7 @@
 #include "loader/trainer/batch_lease.h"
 
+#include <unistd.h>
+
 #include <torch/torch.h>
 
 #include "loader/ring/slot_protocol.h"
@@ -12,7 +14,12 @@ class SlotLease {
   SlotLease(std::shared_ptr<ring::Ring> ring, std::shared_ptr<SlotReleaser> releaser,
             uint64_t batch_id)
       : ring_(std::move(ring)), releaser_(std::move(releaser)), batch_id_(batch_id) {}
-  ~SlotLease() { releaser_->release(batch_id_); }
+  ~SlotLease() {
+    // In a forked child the batch is a copy: the slot is the parent's to
+    // hand back, and a fence would touch CUDA in the child.
+    if (getpid() != ring_->owner_pid()) return;
+    releaser_->release(batch_id_);
+  }
   SlotLease(const SlotLease&) = delete;
   SlotLease& operator=(const SlotLease&) = delete;
 

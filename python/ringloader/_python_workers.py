@@ -27,10 +27,15 @@ _ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
 class _Zygote:
     """The zygote process and the trainer's end of its control socket.
 
-    Forked from the trainer when that is safe (one thread, CUDA untouched:
-    at ``import ringloader`` it usually is), so it is ready at once with
-    what the trainer imported so far; else spawned (``python -c``), ready
-    once it has imported torch. $RINGLOADER_ZYGOTE=spawn always spawns."""
+    Forked from the trainer at ``import ringloader`` when that is safe: one
+    thread (no lock can be held by a thread the fork loses) and CUDA
+    untouched (the reason workers are never forked from a trainer that
+    trains). It is ready at once with what the trainer imported so far,
+    and it never runs the trainer's code afterwards. Otherwise (threads or
+    CUDA already there: a notebook kernel), or with
+    $RINGLOADER_ZYGOTE=spawn, it is spawned (``python -c``) and imports
+    torch in the background: about a second later to the first batch when
+    a loader is built right after the import (bench/first_batch.py)."""
 
     def __init__(self):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

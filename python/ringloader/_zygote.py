@@ -2,8 +2,10 @@
 
 Three kinds of process, none of which is the trainer:
 
-* the zygote: spawned once per trainer process (``python -c``), imports
-  torch, never touches CUDA, never runs the trainer's main script. For each
+* the zygote: one per trainer process, made at ``import ringloader``: a
+  fork of the trainer while it is still one thread with CUDA untouched, or
+  else a spawned ``python -c`` (see _python_workers._Zygote). It imports
+  torch, never touches CUDA, never runs the trainer's code again. For each
   loader it forks a server.
 * a loader server: unpickles the loader's payload (the dataset, with
   ``__main__``'s classes by value), computes the layout of ``dataset[0]``

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -147,6 +148,7 @@ TEST_F(ProcessFaults, ForkedChildThatDropsBatchAndLoaderLeavesTheParentAlone) {
   ASSERT_TRUE(held.has_value());
   const std::string held_bytes = bytes_of(held->data);
   const std::vector<int> pids = loader->worker_pids();
+  std::fflush(nullptr);  // the child must not print the parent's buffered output
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
