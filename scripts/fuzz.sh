@@ -25,9 +25,9 @@ SECONDS_EACH=${FUZZ_SECONDS:-600}
 SEED=${FUZZ_SEED:-1}
 RUNS_PERCENT=${FUZZ_RUNS:-100}
 # Inputs per harness in CI: about 20 s each on a 2-core machine.
-declare -A RUNS=([fuzz_decode_jpeg]=150000 [fuzz_decode_png]=300000
-                 [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=300000
-                 [fuzz_pipeline_json]=400000)
+declare -A RUNS=([fuzz_decode_jpeg]=500000 [fuzz_decode_png]=1000000
+                 [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=800000
+                 [fuzz_pipeline_json]=500000)
 HARNESSES=("$@")
 if [ ${#HARNESSES[@]} -eq 0 ]; then
   HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json)

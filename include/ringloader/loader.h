@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -281,6 +282,20 @@ class Loader {
   // first batch; next() returns the next batch, or nullopt at the epoch's end.
   void begin_epoch();
   std::optional<Batch> next();
+
+  // Called by next(check) while it waits for a batch that is not ready yet.
+  using WaitCheck = std::function<void()>;
+  // Longest time between two calls of a WaitCheck while next() waits.
+  static constexpr double kWaitCheckInterval_s = 0.02;
+  // Like next(), but while it waits (and only then) it calls `check` about
+  // every kWaitCheckInterval_s, on the calling thread, between two bounded
+  // waits: never inside a recovery step or with a slot half-leased. The check
+  // may throw (bindings throw the host language's pending signal, e.g.
+  // KeyboardInterrupt): the exception leaves next() and the Loader is as
+  // before the call, so the next next() returns the same batch, none lost or
+  // skipped, and begin_epoch() abandons the epoch as usual. Same thread rules
+  // as next(); `check` is not kept after the call returns.
+  std::optional<Batch> next(const WaitCheck& check);
 
   class Impl;
 

@@ -37,6 +37,10 @@ void Loader::begin_epoch() { impl_->start_epoch(); }
 
 std::optional<Batch> Loader::next() { return impl_->next(); }
 
+std::optional<Batch> Loader::next(const WaitCheck& check) {
+  return impl_->next_checked(check);
+}
+
 Loader::Iterator::Iterator(Loader* loader) : loader_(loader) { ++*this; }
 
 Loader::Iterator& Loader::Iterator::operator++() {

@@ -272,6 +272,17 @@ std::optional<Batch> Loader::Impl::next() {
   return batch;
 }
 
+std::optional<Batch> Loader::Impl::next_checked(const Loader::WaitCheck& check) {
+  // Nothing is taken before wait_for() returns, so a throwing check leaves
+  // the cursor on the awaited batch.
+  struct Reset {
+    const Loader::WaitCheck*& hook;
+    ~Reset() { hook = nullptr; }
+  } reset{wait_check_};
+  wait_check_ = check ? &check : nullptr;
+  return next();
+}
+
 // Hands out the oldest staged device batch, then starts copies of host
 // batches that are already ready, up to the free device slots, so H2D
 // copies overlap the trainer's compute without a thread of ours.
@@ -337,6 +348,8 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   const uint32_t failed = ring::state_word(batch_id, slot_count, ring::kFailed);
   const auto poll_ns = static_cast<int64_t>(options_.poll_interval_s * 1e9);
   const uint64_t start = ring::monotonic_ns();
+  const auto check_ns = static_cast<int64_t>(Loader::kWaitCheckInterval_s * 1e9);
+  uint64_t next_check = start + static_cast<uint64_t>(check_ns);
   for (;;) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;
@@ -346,12 +359,17 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
       if (recovery_->fail_if_given_up(batch_id)) continue;
     }
     check_timeout(start);
+    if (wait_check_ && ring::monotonic_ns() >= next_check) {
+      (*wait_check_)();  // may throw: nothing of this batch is taken yet
+      next_check = ring::monotonic_ns() + check_ns;
+    }
     // Slots held back by fences free up as the GPU advances: look again
     // soon, so workers are not kept from them for a whole poll interval.
     releaser_->poll();
-    ring::futex_wait(slot.state, state,
-                     releaser_->deferred() > 0 ? std::min<int64_t>(poll_ns, 1'000'000)
-                                               : poll_ns);
+    int64_t wait_ns = releaser_->deferred() > 0 ? std::min<int64_t>(poll_ns, 1'000'000)
+                                                : poll_ns;
+    if (wait_check_) wait_ns = std::min(wait_ns, check_ns);
+    ring::futex_wait(slot.state, state, wait_ns);
   }
 }
 

@@ -31,6 +31,8 @@ class Loader::Impl {
   void set_order(std::vector<int64_t> indices);
   void start_epoch();
   std::optional<Batch> next();
+  // next() that calls `check` between bounded waits (Loader::next(check)).
+  std::optional<Batch> next_checked(const Loader::WaitCheck& check);
 
   // Mid-epoch resume (loader_state.cc).
   LoaderState state_dict() const;
@@ -89,6 +91,8 @@ class Loader::Impl {
   trainer::HostPin pin_;
   std::unique_ptr<trainer::DeviceStage> device_;
   std::deque<Batch> staged_;  // on the device, not yet handed out
+  // Set only during next_checked(): wait_for() calls it between waits.
+  const Loader::WaitCheck* wait_check_ = nullptr;
 
   // The epoch in progress.
   bool epoch_open_ = false;

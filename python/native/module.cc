@@ -134,8 +134,14 @@ py::object next_batch(Loader& loader) {
   {
     // Waiting for a batch must not hold the GIL: other Python threads (and
     // the garbage collector releasing old batches) have to run meanwhile.
+    // Between bounded waits the GIL is taken back to run signal handlers, so
+    // Ctrl-C raises KeyboardInterrupt now, not when the batch arrives; the
+    // loader keeps the awaited batch for a later next().
     py::gil_scoped_release release;
-    batch = loader.next();
+    batch = loader.next([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
   }
   if (!batch) return py::none();
   return py::make_tuple(to_python(batch->data), to_python(batch->target),

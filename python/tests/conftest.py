@@ -25,6 +25,14 @@ def write_image_folder(root, classes=3, per_class=8, ext="png", seed=0):
     return root
 
 
+def write_idx(path, array):
+    """An uncompressed ubyte IDX file (MNIST's format) holding `array`."""
+    header = bytes([0, 0, 8, array.ndim]) + b"".join(
+        int(n).to_bytes(4, "big") for n in array.shape)
+    with open(path, "wb") as f:
+        f.write(header + array.astype(np.uint8).tobytes())
+
+
 @pytest.fixture
 def image_folder(tmp_path):
     return write_image_folder(str(tmp_path / "images"))

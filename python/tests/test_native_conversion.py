@@ -8,7 +8,7 @@ import torchvision.transforms as T
 from torch.utils.data import ConcatDataset, Subset, random_split
 
 import ringloader
-from conftest import write_image_folder
+from conftest import write_idx, write_image_folder
 
 DETERMINISTIC = T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(),
                            T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
@@ -145,13 +145,6 @@ def test_subset_of_a_ringloader_dataset(mixed_folder):
     labels = torch.cat([b[1] for b in got])
     assert torch.equal(images, whole[0][[5, 0, 9, 2, 2, 11]])
     assert torch.equal(labels, whole[1][[5, 0, 9, 2, 2, 11]])
-
-
-def write_idx(path, array):
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(
-        int(n).to_bytes(4, "big") for n in array.shape)
-    with open(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
 
 
 @pytest.fixture(scope="module")

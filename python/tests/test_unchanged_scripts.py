@@ -16,7 +16,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import write_image_folder
+from conftest import write_idx, write_image_folder
 
 MNIST_SCRIPT = textwrap.dedent("""
     import argparse
@@ -118,13 +118,6 @@ def run(args, cwd, swap):
                           timeout=300, env=environment())
     assert done.returncode == 0, done.stderr
     return done.stdout, done.stderr
-
-
-def write_idx(path, array):
-    header = bytes([0, 0, 8, array.ndim]) + b"".join(
-        int(n).to_bytes(4, "big") for n in array.shape)
-    with open(path, "wb") as f:
-        f.write(header + array.astype(np.uint8).tobytes())
 
 
 def test_mnist_example_pattern_trains_identically(tmp_path):
