@@ -439,7 +439,7 @@ int run_profile(const Args& args) {
       ringloader::Normalize({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225});
   const std::vector<std::pair<std::string, Pipeline>> stages = {
       // The whole image (Resize needs it all); RRC then decodes only its box.
-      {"decode", Pipeline{ringloader::Resize(std::vector<int>{8, 8}, "nearest")}},
+      {"decode", Pipeline{ringloader::Resize(std::vector<int>{8, 8}, ringloader::Interpolation::kNearest)}},
       {"+rrc", Pipeline{ringloader::RandomResizedCrop(224)}},
       {"+flip", Pipeline{ringloader::RandomResizedCrop(224),
                          ringloader::RandomHorizontalFlip()}},

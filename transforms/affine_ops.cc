@@ -15,11 +15,8 @@ double uniform_float32(SampleRng& rng, double low, double high) {
 // A parameter that may be absent or null (torchvision's None).
 std::optional<std::vector<double>> optional_numbers(OpParams& p, const std::string& key,
                                                     const std::set<size_t>& counts) {
-  if (!p.has(key)) {
-    p.numbers(key, {0.0}, {});  // marks it read
-    return std::nullopt;
-  }
-  return p.numbers(key, {}, counts);
+  if (!p.present(key)) return std::nullopt;  // torchvision's None
+  return p.numbers(key, counts);
 }
 
 std::optional<std::array<double, 2>> optional_pair(OpParams& p, const std::string& key) {
@@ -46,22 +43,23 @@ std::vector<double> angle_ranges(OpParams& p, const std::string& key,
 }
 
 std::array<double, 2> degrees(OpParams& p) {
-  auto range = angle_ranges(p, "degrees", p.numbers("degrees", {}, {1, 2}));
+  auto range = angle_ranges(p, "degrees", p.numbers("degrees", {1, 2}));
   return {range[0], range[1]};
 }
 
 WarpFilter filter(OpParams& p) {
-  const std::string name =
-      p.choice("interpolation", "nearest", {"nearest", "bilinear", "bicubic"});
-  return name == "bilinear" ? WarpFilter::kBilinear
-         : name == "bicubic" ? WarpFilter::kBicubic
-                             : WarpFilter::kNearest;
+  switch (interpolation_from_name(p.choice("interpolation"))) {
+    case Interpolation::kBilinear: return WarpFilter::kBilinear;
+    case Interpolation::kBicubic: return WarpFilter::kBicubic;
+    case Interpolation::kNearest: break;
+  }
+  return WarpFilter::kNearest;
 }
 
 // _parse_fill: int(x) per value, one value or one per channel.
 std::vector<int> fill(OpParams& p) {
   std::vector<int> out;
-  for (double v : p.numbers("fill", {0.0}, {1, 3})) {
+  for (double v : p.numbers("fill", {1, 3})) {
     if (!int_fits_uint8(v)) p.fail("fill", "values must be in [0, 255]");
     out.push_back(static_cast<int>(v));
   }
@@ -145,7 +143,7 @@ RotationParams rotation_params(OpParams& p) {
   RotationParams out;
   out.degrees = degrees(p);
   out.filter = filter(p);
-  out.expand = p.boolean("expand", false);
+  out.expand = p.boolean("expand");
   out.center = optional_pair(p, "center");
   out.fill = fill(p);
   return out;

@@ -40,7 +40,7 @@ namespace {
 
 std::optional<std::array<double, 2>> jitter_range(OpParams& p, const std::string& key,
                                                   double centre, double low, double high) {
-  std::vector<double> v = p.numbers(key, {0.0}, {1, 2});
+  std::vector<double> v = p.numbers(key, {1, 2});
   if (v.size() == 1) {
     if (v[0] < 0) p.fail(key, "must not be negative when a single number");
     if (centre == 0 && v[0] > high) p.fail(key, "must be at most 0.5");

@@ -144,7 +144,13 @@ bool decode_jpeg_region(const uint8_t* data, size_t size, ColorMode mode,
   const int channels = mode == ColorMode::kRGB || via_rgb ? 3 : 1;
   info->out_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
   info->dct_method = plan.fast ? JDCT_IFAST : JDCT_ISLOW;  // ISLOW: PIL's IDCT
-  info->do_fancy_upsampling = plan.fast ? FALSE : TRUE;
+  // Fast mode turns fancy upsampling off, which selects libjpeg-turbo's
+  // merged upsampler for 4:2:x; that upsampler leaves a row uninitialised
+  // when jpeg_skip_scanlines skips rows above the box, so the pixels then
+  // depended on the previous image decoded (fast-mode output differed from
+  // run to run). It is kept only where nothing is skipped.
+  const bool skips_rows = plan.box.top / denom > kMargin;  // span.top > 0 below
+  info->do_fancy_upsampling = plan.fast && !skips_rows ? FALSE : TRUE;
   info->scale_num = 1;
   info->scale_denom = static_cast<unsigned>(denom);
   Span span{};

@@ -113,36 +113,36 @@ class FastResize final : public ImageOp {
   bool nearest_, bicubic_;
 };
 
-std::string interpolation(OpParams& p) {
-  return p.choice("interpolation", "bilinear", {"nearest", "bilinear", "bicubic"});
+Interpolation interpolation(OpParams& p) {
+  return interpolation_from_name(p.choice("interpolation"));
 }
 
-std::array<double, 2> ordered_pair(OpParams& p, const std::string& key,
-                                   std::vector<double> fallback) {
-  std::vector<double> v = p.numbers(key, std::move(fallback), {2});
+std::array<double, 2> ordered_pair(OpParams& p, const std::string& key) {
+  std::vector<double> v = p.numbers(key, {2});
   if (v[0] > v[1]) p.fail(key, "must be (min, max)");
   if (!(v[0] > 0)) p.fail(key, "must be positive");
   return {v[0], v[1]};
 }
 
 std::unique_ptr<ImageOp> fast_random_resized_crop(OpParams& p) {
-  std::vector<int> size = p.ints("size", {}, {1, 2}, true);
-  auto scale = ordered_pair(p, "scale", {0.08, 1.0});
-  auto ratio = ordered_pair(p, "ratio", {3.0 / 4.0, 4.0 / 3.0});
-  p.boolean("antialias", true);
-  const bool bicubic = interpolation(p) == "bicubic";
+  std::vector<int> size = p.ints("size", {1, 2}, true);
+  auto scale = ordered_pair(p, "scale");
+  auto ratio = ordered_pair(p, "ratio");
+  p.boolean("antialias");
+  const bool bicubic = interpolation(p) == Interpolation::kBicubic;
   return std::make_unique<FastRandomResizedCrop>(
       size[0], size.size() == 2 ? size[1] : size[0], scale, ratio, bicubic);
 }
 
 std::unique_ptr<ImageOp> fast_resize(OpParams& p) {
-  std::vector<int> size = p.ints("size", {}, {1, 2}, true);
-  const int max_size = static_cast<int>(p.number("max_size", 0, 0, 1e9));
+  std::vector<int> size = p.ints("size", {1, 2}, true);
+  const int max_size = p.present("max_size") ? static_cast<int>(p.number("max_size")) : 0;
   if (max_size && size.size() == 2) p.fail("max_size", "needs a single size");
   if (max_size && max_size <= size[0]) p.fail("max_size", "must exceed size");
-  p.boolean("antialias", true);
-  const std::string mode = interpolation(p);
-  return std::make_unique<FastResize>(size, max_size, mode == "nearest", mode == "bicubic");
+  p.boolean("antialias");
+  const Interpolation mode = interpolation(p);
+  return std::make_unique<FastResize>(size, max_size, mode == Interpolation::kNearest,
+                                      mode == Interpolation::kBicubic);
 }
 
 }  // namespace

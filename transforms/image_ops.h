@@ -13,7 +13,7 @@
 namespace ringloader::transforms {
 
 // Padding (left, top, right, bottom) and how to fill it, like F.pad.
-enum class PaddingMode { kConstant, kEdge, kReflect, kSymmetric };
+using ringloader::PaddingMode;  // the public enum (transforms.h)
 struct Padding {
   std::array<int, 4> ltrb{};
   PaddingMode mode = PaddingMode::kConstant;

@@ -44,13 +44,25 @@ nlohmann::json OpParams::rest() {
   return out;
 }
 
-std::vector<int> OpParams::ints(const std::string& key, std::vector<int> fallback,
-                                const std::set<size_t>& counts, bool positive) {
+const ParamSpec& OpParams::spec(const std::string& key) const {
+  return param_spec(op_.name, key);
+}
+
+const nlohmann::json& OpParams::value_or_default(const std::string& key) {
+  const ParamSpec& param = spec(key);
   const nlohmann::json* value = find(key);
-  if (!value) {
-    if (fallback.empty() && !counts.count(0)) fail(key, "is required");
-    return fallback;
-  }
+  if (value) return *value;
+  if (param.required) fail(key, "is required");
+  return param.default_value;
+}
+
+bool OpParams::present(const std::string& key) {
+  return find(key) != nullptr;
+}
+
+std::vector<int> OpParams::ints(const std::string& key, const std::set<size_t>& counts,
+                                bool positive) {
+  const nlohmann::json& value = value_or_default(key);
   std::vector<int> out;
   auto take = [&](const nlohmann::json& item) {
     if (!item.is_number_integer()) fail(key, "must hold integers, got " + item.dump());
@@ -59,33 +71,30 @@ std::vector<int> OpParams::ints(const std::string& key, std::vector<int> fallbac
     if (!positive && v < 0) fail(key, "must not be negative, got " + std::to_string(v));
     out.push_back(v);
   };
-  if (value->is_array()) {
-    for (const auto& item : *value) take(item);
-  } else {
-    take(*value);
+  if (value.is_array()) {
+    for (const auto& item : value) take(item);
+  } else if (!value.is_null()) {
+    take(value);
   }
   if (!counts.count(out.size())) {
+    if (out.empty()) fail(key, "is required");
     fail(key, "must have " + list(counts) + " values, got " + std::to_string(out.size()));
   }
   return out;
 }
 
-std::vector<double> OpParams::numbers(const std::string& key, std::vector<double> fallback,
-                                      const std::set<size_t>& counts) {
-  const nlohmann::json* value = find(key);
-  if (!value) {
-    if (fallback.empty()) fail(key, "is required");
-    return fallback;
-  }
+std::vector<double> OpParams::numbers(const std::string& key, const std::set<size_t>& counts) {
+  const nlohmann::json& value = value_or_default(key);
+  if (value.is_null()) fail(key, "is required");
   std::vector<double> out;
   auto take = [&](const nlohmann::json& item) {
     if (!item.is_number()) fail(key, "must hold numbers, got " + item.dump());
     out.push_back(item.get<double>());
   };
-  if (value->is_array()) {
-    for (const auto& item : *value) take(item);
+  if (value.is_array()) {
+    for (const auto& item : value) take(item);
   } else {
-    take(*value);
+    take(value);
   }
   if (!counts.empty() && !counts.count(out.size())) {
     fail(key, "must have " + list(counts) + " values, got " + std::to_string(out.size()));
@@ -93,31 +102,31 @@ std::vector<double> OpParams::numbers(const std::string& key, std::vector<double
   return out;
 }
 
-double OpParams::number(const std::string& key, double fallback, double low, double high) {
-  const nlohmann::json* value = find(key);
-  if (!value) return fallback;
-  if (!value->is_number()) fail(key, "must be a number, got " + value->dump());
-  double v = value->get<double>();
-  if (!(v >= low && v <= high)) {
-    fail(key, "must be in [" + std::to_string(low) + ", " + std::to_string(high) +
-                  "], got " + std::to_string(v));
+double OpParams::number(const std::string& key) {
+  const ParamSpec& param = spec(key);
+  const nlohmann::json& value = value_or_default(key);
+  if (value.is_null()) fail(key, "is required");
+  if (!value.is_number()) fail(key, "must be a number, got " + value.dump());
+  double v = value.get<double>();
+  if (!(v >= param.low && v <= param.high)) {
+    fail(key, "must be in [" + std::to_string(param.low) + ", " +
+                  std::to_string(param.high) + "], got " + std::to_string(v));
   }
   return v;
 }
 
-bool OpParams::boolean(const std::string& key, bool fallback) {
-  const nlohmann::json* value = find(key);
-  if (!value) return fallback;
-  if (!value->is_boolean()) fail(key, "must be true or false, got " + value->dump());
-  return value->get<bool>();
+bool OpParams::boolean(const std::string& key) {
+  const nlohmann::json& value = value_or_default(key);
+  if (!value.is_boolean()) fail(key, "must be true or false, got " + value.dump());
+  return value.get<bool>();
 }
 
-std::string OpParams::choice(const std::string& key, const std::string& fallback,
-                             const std::set<std::string>& allowed) {
-  const nlohmann::json* value = find(key);
-  if (!value) return fallback;
-  if (!value->is_string()) fail(key, "must be a string, got " + value->dump());
-  std::string v = value->get<std::string>();
+std::string OpParams::choice(const std::string& key) {
+  const ParamSpec& param = spec(key);
+  const nlohmann::json& value = value_or_default(key);
+  if (!value.is_string()) fail(key, "must be a string, got " + value.dump());
+  std::string v = value.get<std::string>();
+  const std::set<std::string> allowed(param.choices.begin(), param.choices.end());
   if (!allowed.count(v)) {
     std::string names;
     for (const auto& name : allowed) names += (names.empty() ? "" : ", ") + name;
@@ -129,7 +138,15 @@ std::string OpParams::choice(const std::string& key, const std::string& fallback
 void OpParams::finish() const {
   if (!op_.params.is_object()) return;
   for (auto it = op_.params.begin(); it != op_.params.end(); ++it) {
-    if (!read_.count(it.key())) fail(it.key(), "is not a parameter of " + op_.name);
+    if (read_.count(it.key())) continue;
+    std::string names;
+    if (spec_) {
+      for (const ParamSpec& param : spec_->params) {
+        names += (names.empty() ? "" : ", ") + param.name;
+      }
+    }
+    fail(it.key(), "is not a parameter of " + op_.name +
+                       (names.empty() ? std::string() : " (parameters: " + names + ")"));
   }
 }
 

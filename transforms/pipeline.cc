@@ -33,39 +33,29 @@ struct CompiledPipeline::TensorStage {
 namespace {
 
 Interpolation interpolation(OpParams& params) {
-  std::string name = params.choice("interpolation", "bilinear",
-                                   {"nearest", "bilinear", "bicubic"});
-  return name == "nearest" ? Interpolation::kNearest
-         : name == "bicubic" ? Interpolation::kBicubic
-                             : Interpolation::kBilinear;
+  return interpolation_from_name(params.choice("interpolation"));
 }
 
 std::pair<int, int> crop_size(OpParams& params) {
-  std::vector<int> size = params.ints("size", {}, {1, 2}, true);
+  std::vector<int> size = params.ints("size", {1, 2}, true);
   return {size[0], size.size() == 2 ? size[1] : size[0]};
 }
 
 Padding padding(OpParams& params, const std::string& key, bool required) {
   Padding out;
-  std::vector<int> values = params.ints(key, {}, required ? std::set<size_t>{1, 2, 4}
-                                                          : std::set<size_t>{0, 1, 2, 4},
+  std::vector<int> values = params.ints(key, required ? std::set<size_t>{1, 2, 4}
+                                                      : std::set<size_t>{0, 1, 2, 4},
                                         false);
   if (values.size() == 1) out.ltrb = {values[0], values[0], values[0], values[0]};
   if (values.size() == 2) out.ltrb = {values[0], values[1], values[0], values[1]};
   if (values.size() == 4) out.ltrb = {values[0], values[1], values[2], values[3]};
-  std::string mode = params.choice("padding_mode", "constant",
-                                   {"constant", "edge", "reflect", "symmetric"});
-  out.mode = mode == "edge" ? PaddingMode::kEdge
-             : mode == "reflect" ? PaddingMode::kReflect
-             : mode == "symmetric" ? PaddingMode::kSymmetric
-                                   : PaddingMode::kConstant;
-  out.fill = params.ints("fill", {0}, {1, 3}, false);
+  out.mode = padding_mode_from_name(params.choice("padding_mode"));
+  out.fill = params.ints("fill", {1, 3}, false);
   return out;
 }
 
-std::array<double, 2> ordered_pair(OpParams& params, const std::string& key,
-                                   std::vector<double> fallback, bool positive) {
-  std::vector<double> v = params.numbers(key, fallback, {2});
+std::array<double, 2> ordered_pair(OpParams& params, const std::string& key, bool positive) {
+  std::vector<double> v = params.numbers(key, {2});
   if (v[0] > v[1]) params.fail(key, "must be (min, max)");
   if (positive && !(v[0] > 0)) params.fail(key, "must be positive");
   return {v[0], v[1]};
@@ -74,11 +64,11 @@ std::array<double, 2> ordered_pair(OpParams& params, const std::string& key,
 using ImageOpFactory = std::function<std::unique_ptr<ImageOp>(OpParams&)>;
 
 std::unique_ptr<ImageOp> gaussian_blur_op(OpParams& p) {
-  std::vector<int> kernel = p.ints("kernel_size", {}, {1, 2}, true);
+  std::vector<int> kernel = p.ints("kernel_size", {1, 2}, true);
   for (int k : kernel) {
     if (k % 2 == 0) p.fail("kernel_size", "must be odd, got " + std::to_string(k));
   }
-  std::vector<double> sigma = p.numbers("sigma", {0.1, 2.0}, {1, 2});
+  std::vector<double> sigma = p.numbers("sigma", {1, 2});
   if (sigma.size() == 1) sigma.push_back(sigma[0]);
   // Drawn as float32 (torch's uniform_): positive there too.
   if (!(static_cast<float>(sigma[0]) > 0 && sigma[0] <= sigma[1])) {
@@ -89,7 +79,7 @@ std::unique_ptr<ImageOp> gaussian_blur_op(OpParams& p) {
 }
 
 std::unique_ptr<ImageOp> grayscale_op(OpParams& p) {
-  const double channels = p.number("num_output_channels", 1, 1, 3);
+  const double channels = p.number("num_output_channels");
   if (channels != 1 && channels != 3) p.fail("num_output_channels", "must be 1 or 3");
   return make_grayscale(static_cast<int>(channels));
 }
@@ -97,11 +87,11 @@ std::unique_ptr<ImageOp> grayscale_op(OpParams& p) {
 const std::map<std::string, ImageOpFactory>& image_op_factories() {
   static const std::map<std::string, ImageOpFactory> factories = {
       {"Resize", [](OpParams& p) {
-         auto size = p.ints("size", {}, {1, 2}, true);
-         int max_size = static_cast<int>(p.number("max_size", 0, 0, 1e9));
+         auto size = p.ints("size", {1, 2}, true);
+         int max_size = p.present("max_size") ? static_cast<int>(p.number("max_size")) : 0;
          if (max_size && size.size() == 2) p.fail("max_size", "needs a single size");
          if (max_size && max_size <= size[0]) p.fail("max_size", "must exceed size");
-         if (!p.boolean("antialias", true)) {
+         if (!p.boolean("antialias")) {
            p.fail("antialias", "false is not supported (PIL always antialiases)");
          }
          auto mode = interpolation(p);
@@ -114,26 +104,26 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandomCrop", [](OpParams& p) {
          auto [h, w] = crop_size(p);
          Padding pad = padding(p, "padding", false);
-         return make_random_crop(h, w, pad, p.boolean("pad_if_needed", false));
+         return make_random_crop(h, w, pad, p.boolean("pad_if_needed"));
        }},
       {"Pad", [](OpParams& p) { return make_pad(padding(p, "padding", true)); }},
       {"RandomResizedCrop", [](OpParams& p) {
          auto [h, w] = crop_size(p);
-         auto scale = ordered_pair(p, "scale", {0.08, 1.0}, true);
-         auto ratio = ordered_pair(p, "ratio", {3.0 / 4.0, 4.0 / 3.0}, true);
-         p.boolean("antialias", true);
+         auto scale = ordered_pair(p, "scale", true);
+         auto ratio = ordered_pair(p, "ratio", true);
+         p.boolean("antialias");
          return make_random_resized_crop(h, w, scale, ratio, interpolation(p));
        }},
       {"RandomHorizontalFlip", [](OpParams& p) {
-         return make_flip(true, p.number("p", 0.5, 0.0, 1.0));
+         return make_flip(true, p.number("p"));
        }},
       {"RandomVerticalFlip", [](OpParams& p) {
-         return make_flip(false, p.number("p", 0.5, 0.0, 1.0));
+         return make_flip(false, p.number("p"));
        }},
       {"ColorJitter", [](OpParams& p) { return make_color_jitter(color_jitter_ranges(p)); }},
       {"Grayscale", grayscale_op},
       {"RandomGrayscale", [](OpParams& p) {
-         return make_random_grayscale(p.number("p", 0.1, 0.0, 1.0));
+         return make_random_grayscale(p.number("p"));
        }},
       {"GaussianBlur", gaussian_blur_op},
       {"RandomRotation", [](OpParams& p) { return make_random_rotation(rotation_params(p)); }},
@@ -145,8 +135,8 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
 
 std::string supported_ops() {
   std::string names;
-  for (const auto& [name, factory] : image_op_factories()) names += name + ", ";
-  return names + "ToTensor, PILToTensor, Normalize, RandomErasing";
+  for (const OpSpec& spec : op_specs()) names += (names.empty() ? "" : ", ") + spec.name;
+  return names;
 }
 
 }  // namespace
@@ -186,9 +176,9 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
         throw OptionError("ringloader: pipeline op " + std::to_string(i) +
                           " (Normalize) must follow ToTensor, once");
       }
-      tensor_stage_->mean = params.numbers("mean", {}, {1, static_cast<size_t>(channels)});
-      tensor_stage_->std = params.numbers("std", {}, {1, static_cast<size_t>(channels)});
-      params.boolean("inplace", false);
+      tensor_stage_->mean = params.numbers("mean", {1, static_cast<size_t>(channels)});
+      tensor_stage_->std = params.numbers("std", {1, static_cast<size_t>(channels)});
+      params.boolean("inplace");
       for (double s : tensor_stage_->std) {
         if (s == 0) params.fail("std", "has a zero (division by zero)");
       }
@@ -207,7 +197,7 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
   const bool has_tensor_op = tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor;
   if (fast && has_tensor_op && last_image_op >= 0 &&
       ops[last_image_op].name == "RandomHorizontalFlip") {
-    tensor_stage_->fused_flip_p = ops[last_image_op].params.value("p", 0.5);
+    tensor_stage_->fused_flip_p = OpParams(ops[last_image_op], last_image_op).number("p");
     image_ops_.pop_back();
   }
   if (height <= 0 || width <= 0) {
@@ -342,22 +332,22 @@ SampleShape Pipeline::output_shape(ColorMode mode, int height, int width) const 
 
 // --- builders: torchvision's names and defaults ------------------------------
 
-Op Resize(std::vector<int> size, const std::string& interpolation, bool antialias) {
-  return {"Resize", {{"size", size}, {"interpolation", interpolation},
+Op Resize(std::vector<int> size, Interpolation interpolation, bool antialias) {
+  return {"Resize", {{"size", size}, {"interpolation", name_of(interpolation)},
                      {"antialias", antialias}}};
 }
 Op CenterCrop(std::vector<int> size) { return {"CenterCrop", {{"size", size}}}; }
 Op RandomCrop(std::vector<int> size, std::vector<int> padding, bool pad_if_needed,
-              std::vector<int> fill, const std::string& padding_mode) {
+              std::vector<int> fill, PaddingMode padding_mode) {
   return {"RandomCrop", {{"size", size}, {"padding", padding},
                          {"pad_if_needed", pad_if_needed}, {"fill", fill},
-                         {"padding_mode", padding_mode}}};
+                         {"padding_mode", name_of(padding_mode)}}};
 }
 Op RandomResizedCrop(std::vector<int> size, std::pair<double, double> scale,
-                     std::pair<double, double> ratio, const std::string& interpolation) {
+                     std::pair<double, double> ratio, Interpolation interpolation) {
   return {"RandomResizedCrop", {{"size", size}, {"scale", {scale.first, scale.second}},
                                 {"ratio", {ratio.first, ratio.second}},
-                                {"interpolation", interpolation}}};
+                                {"interpolation", name_of(interpolation)}}};
 }
 Op RandomHorizontalFlip(double p) { return {"RandomHorizontalFlip", {{"p", p}}}; }
 Op RandomVerticalFlip(double p) { return {"RandomVerticalFlip", {{"p", p}}}; }
@@ -392,19 +382,19 @@ Op RandomGrayscale(double p) { return {"RandomGrayscale", {{"p", p}}}; }
 Op GaussianBlur(std::vector<int> kernel_size, std::pair<double, double> sigma) {
   return {"GaussianBlur", {{"kernel_size", kernel_size}, {"sigma", pair_json(sigma)}}};
 }
-Op RandomRotation(std::pair<double, double> degrees, const std::string& interpolation,
+Op RandomRotation(std::pair<double, double> degrees, Interpolation interpolation,
                   bool expand, std::vector<double> center, std::vector<int> fill) {
   return {"RandomRotation", {{"degrees", pair_json(degrees)},
-                             {"interpolation", interpolation}, {"expand", expand},
+                             {"interpolation", name_of(interpolation)}, {"expand", expand},
                              {"center", or_null(center)}, {"fill", fill}}};
 }
 Op RandomAffine(std::pair<double, double> degrees, std::vector<double> translate,
                 std::vector<double> scale, std::vector<double> shear,
-                const std::string& interpolation, std::vector<int> fill,
+                Interpolation interpolation, std::vector<int> fill,
                 std::vector<double> center) {
   return {"RandomAffine", {{"degrees", pair_json(degrees)}, {"translate", or_null(translate)},
                            {"scale", or_null(scale)}, {"shear", or_null(shear)},
-                           {"interpolation", interpolation}, {"fill", fill},
+                           {"interpolation", name_of(interpolation)}, {"fill", fill},
                            {"center", or_null(center)}}};
 }
 Op RandomErasing(double p, std::pair<double, double> scale, std::pair<double, double> ratio,

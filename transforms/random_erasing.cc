@@ -67,11 +67,11 @@ ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int heigh
 
 ErasingParams erasing_params(OpParams& p, int channels) {
   ErasingParams out;
-  out.p = p.number("p", 0.5, 0.0, 1.0);
-  auto scale = p.numbers("scale", {0.02, 0.33}, {2});
+  out.p = p.number("p");
+  auto scale = p.numbers("scale", {2});
   if (!(scale[0] >= 0 && scale[1] <= 1)) p.fail("scale", "must lie in [0, 1]");
   if (scale[0] > scale[1]) p.fail("scale", "must be (min, max)");
-  auto ratio = p.numbers("ratio", {0.3, 3.3}, {2});
+  auto ratio = p.numbers("ratio", {2});
   // float32 logs of both ends must be finite, as torch takes them.
   if (!(static_cast<float>(ratio[0]) > 0 && std::isfinite(static_cast<float>(ratio[1])))) {
     p.fail("ratio", "must be positive and finite in float32");
@@ -80,12 +80,12 @@ ErasingParams erasing_params(OpParams& p, int channels) {
   out.scale = {scale[0], scale[1]};
   out.ratio = {ratio[0], ratio[1]};
   if (p.has("value") && p.op().params["value"].is_string()) {
-    p.choice("value", "random", {"random"});
+    p.choice("value");
     out.random_value = true;
   } else {
-    out.value = p.numbers("value", {0.0}, {1, static_cast<size_t>(channels)});
+    out.value = p.numbers("value", {1, static_cast<size_t>(channels)});
   }
-  p.boolean("inplace", false);  // slots are written in place anyway
+  p.boolean("inplace");  // slots are written in place anyway
   return out;
 }
 

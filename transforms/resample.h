@@ -10,11 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ringloader/transforms.h"
 #include "transforms/image.h"
 
 namespace ringloader::transforms {
 
-enum class Interpolation { kNearest, kBilinear, kBicubic };
+using ringloader::Interpolation;  // the public enum (transforms.h)
 
 // A rectangle of an image, without copying it (a crop is a view).
 struct ImageView {

@@ -52,6 +52,12 @@ enum class HeldBatches {
   kRaise,  // throw LeaseError: every slot is held
 };
 
+// What a sample that cannot be read or decoded does (see on_error below).
+enum class OnError {
+  kRaise,  // its batch raises DecodeError / IoError
+  kSkip,   // it is replaced by another sample of the dataset
+};
+
 struct LoaderOptions {
   int64_t batch_size = 1;
   // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
@@ -93,13 +99,15 @@ struct LoaderOptions {
   // the sample and its file.
   int max_batch_retries = 2;
   // What a sample that cannot be read or decoded does:
-  //   "raise": its batch raises DecodeError / IoError naming the file, the
-  //            sample index and the reason (the iterator can go on after it);
-  //   "skip":  it is replaced by another sample of the dataset, picked by a
-  //            pure function of (seed, epoch, sample), so batches stay full
-  //            and the epoch stays deterministic; each skip is logged to
-  //            stderr and counted in LoaderStats::skipped_samples.
-  std::string on_error = "raise";
+  //   kRaise: its batch raises DecodeError / IoError naming the file, the
+  //           sample index and the reason (the iterator can go on after it);
+  //   kSkip:  it is replaced by another sample of the dataset, picked by a
+  //           pure function of (seed, epoch, sample), so batches stay full
+  //           and the epoch stays deterministic; each skip is logged to
+  //           stderr and counted in LoaderStats::skipped_samples. Native
+  //           datasets only (OptionError at construction otherwise).
+  // Default: kRaise. (Python and the worker config spell it "raise"/"skip".)
+  OnError on_error = OnError::kRaise;
   // Most samples an epoch may list through set_order() (a sampler drawing
   // with replacement can list more than the dataset holds). 0: dataset size.
   int64_t max_samples_per_epoch = 0;
@@ -169,7 +177,7 @@ struct LoaderStats {
   size_t ring_bytes = 0;
   bool ring_pinned = false;   // cudaHostRegister succeeded
   int64_t device_batches = 0; // batches copied to a GPU
-  int64_t skipped_samples = 0; // bad samples replaced (on_error = "skip")
+  int64_t skipped_samples = 0; // bad samples replaced (OnError::kSkip)
   int64_t worker_restarts = 0; // dead or hung workers replaced
   int64_t redone_batches = 0;  // batches re-done after their worker was lost
   int64_t spilled_batches = 0; // held batches copied out of the ring

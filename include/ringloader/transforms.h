@@ -74,6 +74,19 @@ enum class PipelineMode : uint8_t {
   kFast = 1,
 };
 
+// Resampling filters (PIL's; torchvision's InterpolationMode). JSON and
+// Python spell them "nearest", "bilinear", "bicubic".
+enum class Interpolation : uint8_t { kNearest = 0, kBilinear = 1, kBicubic = 2 };
+// How padding is filled (torchvision's padding_mode): "constant", "edge",
+// "reflect", "symmetric" in JSON and Python.
+enum class PaddingMode : uint8_t { kConstant = 0, kEdge = 1, kReflect = 2, kSymmetric = 3 };
+// The JSON / Python spelling of each, and back (OptionError listing the
+// valid names for an unknown one).
+const char* name_of(Interpolation mode);
+const char* name_of(PaddingMode mode);
+Interpolation interpolation_from_name(const std::string& name);
+PaddingMode padding_mode_from_name(const std::string& name);
+
 // How decoded images are converted before the first op, like PIL's
 // Image.convert(mode): "RGB" (3 channels) or "L" (1 channel).
 enum class ColorMode : uint8_t { kRGB = 0, kGray = 1 };
@@ -130,22 +143,52 @@ TransformedSample apply_pipeline(const Pipeline& pipeline,
                                  uint64_t epoch = 0, uint64_t index = 0,
                                  const std::string& source = "<memory>");
 
+// The default of one op parameter, read from the op spec table
+// (transforms/op_specs.cc, where every op's parameters, defaults, ranges and
+// docs are written once; docs/transforms.md lists them). The builders below
+// take their defaults from it; it converts to the parameter's type (None is
+// an empty list). Throws Error if the table has no such parameter.
+class OpDefault {
+ public:
+  OpDefault(const char* op, const char* param);
+  operator double() const;
+  operator bool() const;
+  operator int() const;
+  operator std::pair<double, double>() const;
+  operator std::vector<int>() const;
+  operator std::vector<double>() const;
+  operator std::string() const;
+  operator Interpolation() const;
+  operator PaddingMode() const;
+
+ private:
+  const nlohmann::json* value_;  // in the table, which lives as long as the process
+};
+
+// The op spec table as JSON (for bindings and doc checks): a list of
+// {"name", "doc", "open", "params": [{"name", "type", "default", "required",
+// "choices", "range", "doc"}]}.
+nlohmann::json op_specs_json();
+
 // --- Op builders, with torchvision's parameter names and defaults. ---------
 // Sizes follow torchvision: one int means "shorter side" for Resize and a
 // square for crops; two ints are (height, width).
-// interpolation: "nearest", "bilinear" (default), "bicubic".
-Op Resize(std::vector<int> size, const std::string& interpolation = "bilinear",
-          bool antialias = true);
+Op Resize(std::vector<int> size,
+          Interpolation interpolation = OpDefault("Resize", "interpolation"),
+          bool antialias = OpDefault("Resize", "antialias"));
 Op CenterCrop(std::vector<int> size);
-Op RandomCrop(std::vector<int> size, std::vector<int> padding = {},
-              bool pad_if_needed = false, std::vector<int> fill = {0},
-              const std::string& padding_mode = "constant");
-Op RandomResizedCrop(std::vector<int> size,
-                     std::pair<double, double> scale = {0.08, 1.0},
-                     std::pair<double, double> ratio = {3.0 / 4.0, 4.0 / 3.0},
-                     const std::string& interpolation = "bilinear");
-Op RandomHorizontalFlip(double p = 0.5);
-Op RandomVerticalFlip(double p = 0.5);
+Op RandomCrop(std::vector<int> size,
+              std::vector<int> padding = OpDefault("RandomCrop", "padding"),
+              bool pad_if_needed = OpDefault("RandomCrop", "pad_if_needed"),
+              std::vector<int> fill = OpDefault("RandomCrop", "fill"),
+              PaddingMode padding_mode = OpDefault("RandomCrop", "padding_mode"));
+Op RandomResizedCrop(
+    std::vector<int> size,
+    std::pair<double, double> scale = OpDefault("RandomResizedCrop", "scale"),
+    std::pair<double, double> ratio = OpDefault("RandomResizedCrop", "ratio"),
+    Interpolation interpolation = OpDefault("RandomResizedCrop", "interpolation"));
+Op RandomHorizontalFlip(double p = OpDefault("RandomHorizontalFlip", "p"));
+Op RandomVerticalFlip(double p = OpDefault("RandomVerticalFlip", "p"));
 Op ToTensor();
 Op PILToTensor();
 Op Normalize(std::vector<double> mean, std::vector<double> std);
@@ -154,48 +197,59 @@ Op Normalize(std::vector<double> mean, std::vector<double> std);
 // (brightness=0.4 meaning (0.6, 1.4), hue=0.1 meaning (-0.1, 0.1)) are
 // accepted in JSON too. An order of the four adjustments is drawn per
 // sample, like torchvision's randperm(4).
-Op ColorJitter(double brightness = 0, double contrast = 0, double saturation = 0,
-               double hue = 0);
+Op ColorJitter(double brightness = OpDefault("ColorJitter", "brightness"),
+               double contrast = OpDefault("ColorJitter", "contrast"),
+               double saturation = OpDefault("ColorJitter", "saturation"),
+               double hue = OpDefault("ColorJitter", "hue"));
 Op ColorJitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
                std::pair<double, double> saturation, std::pair<double, double> hue);
 // num_output_channels 1 or 3: changes the sample's channel count.
-Op Grayscale(int num_output_channels = 1);
-Op RandomGrayscale(double p = 0.1);
+Op Grayscale(int num_output_channels = OpDefault("Grayscale", "num_output_channels"));
+Op RandomGrayscale(double p = OpDefault("RandomGrayscale", "p"));
 // kernel_size: one odd int or (x, y); sigma drawn uniformly in (min, max).
 Op GaussianBlur(std::vector<int> kernel_size,
-                std::pair<double, double> sigma = {0.1, 2.0});
+                std::pair<double, double> sigma = OpDefault("GaussianBlur", "sigma"));
 
-// Geometry (PIL's Image.rotate / Image.transform). interpolation: "nearest"
-// (default), "bilinear" or "bicubic". fill: one value or one per channel. expand makes
+// Geometry (PIL's Image.rotate / Image.transform). fill: one value or one per channel. expand makes
 // the output size depend on the angle, so a crop or Resize([h, w]) must
 // follow unless the angle is fixed.
-Op RandomRotation(std::pair<double, double> degrees,
-                  const std::string& interpolation = "nearest", bool expand = false,
-                  std::vector<double> center = {}, std::vector<int> fill = {0});
+Op RandomRotation(
+    std::pair<double, double> degrees,
+    Interpolation interpolation = OpDefault("RandomRotation", "interpolation"),
+    bool expand = OpDefault("RandomRotation", "expand"),
+    std::vector<double> center = OpDefault("RandomRotation", "center"),
+    std::vector<int> fill = OpDefault("RandomRotation", "fill"));
 // translate: max fractions (x, y), {} for none; scale: (min, max), {} for
 // none; shear: {}, (min, max) along x, or (xmin, xmax, ymin, ymax).
-Op RandomAffine(std::pair<double, double> degrees, std::vector<double> translate = {},
-                std::vector<double> scale = {}, std::vector<double> shear = {},
-                const std::string& interpolation = "nearest", std::vector<int> fill = {0},
-                std::vector<double> center = {});
+Op RandomAffine(std::pair<double, double> degrees,
+                std::vector<double> translate = OpDefault("RandomAffine", "translate"),
+                std::vector<double> scale = OpDefault("RandomAffine", "scale"),
+                std::vector<double> shear = OpDefault("RandomAffine", "shear"),
+                Interpolation interpolation = OpDefault("RandomAffine", "interpolation"),
+                std::vector<int> fill = OpDefault("RandomAffine", "fill"),
+                std::vector<double> center = OpDefault("RandomAffine", "center"));
 
 // Tensor stage: after ToTensor (or PILToTensor), before or after Normalize.
 // value: one number or one per channel; RandomErasingNoise() fills with
 // standard normal noise instead (torchvision's value='random').
-Op RandomErasing(double p = 0.5, std::pair<double, double> scale = {0.02, 0.33},
-                 std::pair<double, double> ratio = {0.3, 3.3},
-                 std::vector<double> value = {0});
-Op RandomErasingNoise(double p = 0.5, std::pair<double, double> scale = {0.02, 0.33},
-                      std::pair<double, double> ratio = {0.3, 3.3});
+Op RandomErasing(double p = OpDefault("RandomErasing", "p"),
+                 std::pair<double, double> scale = OpDefault("RandomErasing", "scale"),
+                 std::pair<double, double> ratio = OpDefault("RandomErasing", "ratio"),
+                 std::vector<double> value = OpDefault("RandomErasing", "value"));
+Op RandomErasingNoise(double p = OpDefault("RandomErasing", "p"),
+                      std::pair<double, double> scale = OpDefault("RandomErasing", "scale"),
+                      std::pair<double, double> ratio = OpDefault("RandomErasing", "ratio"));
 
-inline Op Resize(int size, const std::string& interpolation = "bilinear") {
+inline Op Resize(int size,
+                 Interpolation interpolation = OpDefault("Resize", "interpolation")) {
   return Resize(std::vector<int>{size}, interpolation);
 }
 inline Op CenterCrop(int size) { return CenterCrop(std::vector<int>{size}); }
 inline Op RandomResizedCrop(int size) {
   return RandomResizedCrop(std::vector<int>{size});
 }
-inline Op GaussianBlur(int kernel_size, std::pair<double, double> sigma = {0.1, 2.0}) {
+inline Op GaussianBlur(int kernel_size,
+                       std::pair<double, double> sigma = OpDefault("GaussianBlur", "sigma")) {
   return GaussianBlur(std::vector<int>{kernel_size}, sigma);
 }
 inline Op RandomRotation(double degrees) { return RandomRotation({-degrees, degrees}); }

@@ -188,7 +188,12 @@ void SlotProtocol::publish(uint64_t batch_id, SlotPhase phase) const {
   slot.state.store(state_word(batch_id, slot_count, phase),
                    std::memory_order_seq_cst);
   futex_wake_all(slot.state);
-  if (cancelled(batch_id)) advance_if_cancelled(index);
+  if (cancelled(batch_id)) {
+    // A filler that dies here leaves a cancelled batch READY (or FAILED) in
+    // its slot: the trainer's wait moves such a slot on (LoaderImpl::wait_for).
+    RINGLOADER_FAULT_POINT("publish.cancelled_before_advance");
+    advance_if_cancelled(index);
+  }
 }
 
 void SlotProtocol::lease(uint64_t batch_id) const {

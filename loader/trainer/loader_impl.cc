@@ -67,10 +67,6 @@ LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   if (options.max_batch_retries < 0) {
     throw OptionError("ringloader: max_batch_retries must be >= 0");
   }
-  if (options.on_error != "raise" && options.on_error != "skip") {
-    throw OptionError("ringloader: on_error must be \"raise\" or \"skip\", got \"" +
-                      options.on_error + "\"");
-  }
   if (!(options.poll_interval_s > 0)) {
     throw OptionError("ringloader: poll_interval_s must be positive");
   }
@@ -93,7 +89,7 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
-  config_.skip_bad_samples = options_.on_error == "skip";
+  config_.skip_bad_samples = options_.on_error == OnError::kSkip;
   std::string executable;
   if (options_.num_workers > 0) {
     executable = trainer::WorkerPool::find_executable(options_.worker_executable);
@@ -122,7 +118,7 @@ Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
   if (options_.device != "cpu") {
     throw OptionError("ringloader: external workers' raw batches stay on the host");
   }
-  if (options_.on_error != "raise") {
+  if (options_.on_error != OnError::kRaise) {
     throw OptionError("ringloader: on_error=\"skip\" needs a native dataset "
                       "(a Python dataset's own __getitem__ decides what to skip)");
   }
@@ -353,6 +349,10 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   for (;;) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;
+    // A filler killed between publishing a batch of an abandoned epoch and
+    // moving its slot on (SlotProtocol::publish) left the slot parked on a
+    // dead id that no one else will move: the waiting trainer does.
+    protocol_->advance_if_cancelled(ring::slot_of(batch_id, slot_count));
     free_leased_slot(batch_id, state);
     if (recovery_) {
       recovery_->check();

@@ -55,6 +55,15 @@ HeldBatches held_batches_from(py::handle value) {
                     text + "\"");
 }
 
+// The Python edge spells on_error as a string; C++ holds the enum.
+OnError on_error_from(py::handle value) {
+  std::string text = value.cast<std::string>();
+  if (text == "raise") return OnError::kRaise;
+  if (text == "skip") return OnError::kSkip;
+  throw OptionError("ringloader: on_error must be \"raise\" or \"skip\", got \"" + text +
+                    "\"");
+}
+
 LoaderOptions options_from_dict(const py::dict& values) {
   LoaderOptions options;
   for (auto item : values) {
@@ -73,7 +82,7 @@ LoaderOptions options_from_dict(const py::dict& values) {
     else if (key == "timeout_s") options.timeout_s = value.cast<double>();
     else if (key == "hang_timeout_s") options.hang_timeout_s = value.cast<double>();
     else if (key == "max_batch_retries") options.max_batch_retries = value.cast<int>();
-    else if (key == "on_error") options.on_error = value.cast<std::string>();
+    else if (key == "on_error") options.on_error = on_error_from(value);
     else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
     else if (key == "rank") options.rank = value.cast<int>();
     else if (key == "world_size") options.world_size = value.cast<int>();
@@ -176,6 +185,9 @@ PYBIND11_MODULE(_ringloader, module) {
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });
+  // The op spec table (transforms/op_specs.cc) as JSON: Python's transform
+  // classes take their defaults and allowed values from it.
+  module.def("op_specs", [] { return ringloader::op_specs_json().dump(); });
   module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
                                      int height, int width) {
     SampleShape shape = pipeline_from_json(pipeline).output_shape(

@@ -4,10 +4,15 @@ They are descriptions: ringloader's workers run them natively (no Python per
 sample). A torchvision ``Compose`` of the supported ops converts
 automatically (``from_torchvision``); anything else raises ``OptionError``
 naming the op.
+
+Defaults and allowed values are not written here: they come from the C++ op
+spec table (transforms/op_specs.cc) through ``_ringloader.op_specs()``, the
+one place where every op's parameters are declared.
 """
 import json
 import numbers
 
+from . import _ringloader
 from ._ringloader import OptionError
 
 __all__ = [
@@ -19,6 +24,27 @@ __all__ = [
 ]
 
 
+# {op name: {"doc", "open", "params": {param name: spec}}}, from C++.
+OP_SPECS = {op["name"]: dict(op, params={p["name"]: p for p in op["params"]})
+            for op in json.loads(_ringloader.op_specs())}
+
+
+def _default(op, param):
+    """``op``'s default for ``param`` (a list becomes a tuple, as torchvision
+    writes its defaults)."""
+    value = OP_SPECS[op]["params"][param]["default"]
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _choice(op, param, value):
+    """``value`` if it is one of the spec's choices, else OptionError listing them."""
+    choices = OP_SPECS[op]["params"][param]["choices"]
+    if value not in choices:
+        raise OptionError(f"{op}: {param} is {value!r}; expected one of: "
+                          f"{', '.join(sorted(choices))}")
+    return value
+
+
 def _size_list(size, name):
     if isinstance(size, numbers.Integral):
         return [int(size)]
@@ -28,10 +54,10 @@ def _size_list(size, name):
                       f"ints, got {size!r}")
 
 
-def _interpolation(mode):
+def _interpolation(mode, op):
     value = getattr(mode, "value", mode)  # torchvision InterpolationMode
     if isinstance(value, str):
-        return value.lower()
+        return _choice(op, "interpolation", value.lower())
     raise OptionError(f"interpolation {mode!r} is not supported")
 
 
@@ -79,12 +105,14 @@ class Compose:
 class Resize(_Op):
     name = "Resize"
 
-    def __init__(self, size, interpolation="bilinear", max_size=None,
-                 antialias=None):
+    def __init__(self, size, interpolation=_default("Resize", "interpolation"),
+                 max_size=_default("Resize", "max_size"), antialias=None):
         self.size = _size_list(size, "Resize")
-        self.interpolation = _interpolation(interpolation)
+        self.interpolation = _interpolation(interpolation, self.name)
         self.max_size = max_size
-        self.antialias = True if antialias is None else bool(antialias)
+        # torchvision's None means "the backend's default": PIL antialiases.
+        self.antialias = (_default("Resize", "antialias") if antialias is None
+                          else bool(antialias))
 
     def params(self):
         out = {"size": self.size, "interpolation": self.interpolation,
@@ -107,8 +135,10 @@ class CenterCrop(_Op):
 class RandomCrop(_Op):
     name = "RandomCrop"
 
-    def __init__(self, size, padding=None, pad_if_needed=False, fill=0,
-                 padding_mode="constant"):
+    def __init__(self, size, padding=_default("RandomCrop", "padding"),
+                 pad_if_needed=_default("RandomCrop", "pad_if_needed"),
+                 fill=_default("RandomCrop", "fill"),
+                 padding_mode=_default("RandomCrop", "padding_mode")):
         self.size = _size_list(size, "RandomCrop")
         if padding is None:
             self.padding = []
@@ -118,7 +148,7 @@ class RandomCrop(_Op):
             self.padding = [int(p) for p in padding]
         self.pad_if_needed = bool(pad_if_needed)
         self.fill = [int(fill)] if isinstance(fill, numbers.Number) else [int(f) for f in fill]
-        self.padding_mode = padding_mode
+        self.padding_mode = _choice(self.name, "padding_mode", padding_mode)
 
     def params(self):
         return {"size": self.size, "padding": self.padding,
@@ -129,11 +159,12 @@ class RandomCrop(_Op):
 class Pad(_Op):
     name = "Pad"
 
-    def __init__(self, padding, fill=0, padding_mode="constant"):
+    def __init__(self, padding, fill=_default("Pad", "fill"),
+                 padding_mode=_default("Pad", "padding_mode")):
         self.padding = ([int(padding)] if isinstance(padding, numbers.Integral)
                         else [int(p) for p in padding])
         self.fill = [int(fill)] if isinstance(fill, numbers.Number) else [int(f) for f in fill]
-        self.padding_mode = padding_mode
+        self.padding_mode = _choice(self.name, "padding_mode", padding_mode)
 
     def params(self):
         return {"padding": self.padding, "fill": self.fill,
@@ -143,12 +174,14 @@ class Pad(_Op):
 class RandomResizedCrop(_Op):
     name = "RandomResizedCrop"
 
-    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
-                 interpolation="bilinear", antialias=None):
+    def __init__(self, size, scale=_default("RandomResizedCrop", "scale"),
+                 ratio=_default("RandomResizedCrop", "ratio"),
+                 interpolation=_default("RandomResizedCrop", "interpolation"),
+                 antialias=None):
         self.size = _size_list(size, "RandomResizedCrop")
         self.scale = [float(s) for s in scale]
         self.ratio = [float(r) for r in ratio]
-        self.interpolation = _interpolation(interpolation)
+        self.interpolation = _interpolation(interpolation, self.name)
 
     def params(self):
         return {"size": self.size, "scale": self.scale, "ratio": self.ratio,
@@ -158,7 +191,7 @@ class RandomResizedCrop(_Op):
 class RandomHorizontalFlip(_Op):
     name = "RandomHorizontalFlip"
 
-    def __init__(self, p=0.5):
+    def __init__(self, p=_default("RandomHorizontalFlip", "p")):
         self.p = float(p)
 
     def params(self):
@@ -167,6 +200,9 @@ class RandomHorizontalFlip(_Op):
 
 class RandomVerticalFlip(RandomHorizontalFlip):
     name = "RandomVerticalFlip"
+
+    def __init__(self, p=_default("RandomVerticalFlip", "p")):
+        super().__init__(p)
 
 
 class Custom(_Op):
@@ -195,7 +231,7 @@ class PILToTensor(_Op):
 class Normalize(_Op):
     name = "Normalize"
 
-    def __init__(self, mean, std, inplace=False):
+    def __init__(self, mean, std, inplace=_default("Normalize", "inplace")):
         self.mean = [float(m) for m in mean]
         self.std = [float(s) for s in std]
 
@@ -213,9 +249,9 @@ def _number_or_list(value, name, sizes=(2,)):
                       f"{' or '.join(map(str, sizes))} numbers, got {value!r}")
 
 
-def _fill(fill):
-    if fill is None:
-        return [0.0]
+def _fill(fill, op):
+    if fill is None:  # torchvision's None: the spec's default
+        fill = _default(op, "fill")
     if isinstance(fill, numbers.Number):
         return [float(fill)]
     return [float(f) for f in fill]
@@ -225,7 +261,10 @@ class ColorJitter(_Op):
     """Ranges as torchvision takes them: a number or (min, max)."""
     name = "ColorJitter"
 
-    def __init__(self, brightness=0, contrast=0, saturation=0, hue=0):
+    def __init__(self, brightness=_default("ColorJitter", "brightness"),
+                 contrast=_default("ColorJitter", "contrast"),
+                 saturation=_default("ColorJitter", "saturation"),
+                 hue=_default("ColorJitter", "hue")):
         # torchvision keeps None for "leave alone"; 0 means the same here.
         self.brightness = _number_or_list(brightness, "brightness") or 0.0
         self.contrast = _number_or_list(contrast, "contrast") or 0.0
@@ -240,7 +279,7 @@ class ColorJitter(_Op):
 class Grayscale(_Op):
     name = "Grayscale"
 
-    def __init__(self, num_output_channels=1):
+    def __init__(self, num_output_channels=_default("Grayscale", "num_output_channels")):
         self.num_output_channels = int(num_output_channels)
 
     def params(self):
@@ -250,7 +289,7 @@ class Grayscale(_Op):
 class RandomGrayscale(_Op):
     name = "RandomGrayscale"
 
-    def __init__(self, p=0.1):
+    def __init__(self, p=_default("RandomGrayscale", "p")):
         self.p = float(p)
 
     def params(self):
@@ -260,7 +299,7 @@ class RandomGrayscale(_Op):
 class GaussianBlur(_Op):
     name = "GaussianBlur"
 
-    def __init__(self, kernel_size, sigma=(0.1, 2.0)):
+    def __init__(self, kernel_size, sigma=_default("GaussianBlur", "sigma")):
         self.kernel_size = _size_list(kernel_size, "GaussianBlur")
         self.sigma = _number_or_list(sigma, "sigma", (1, 2))
 
@@ -271,13 +310,15 @@ class GaussianBlur(_Op):
 class RandomRotation(_Op):
     name = "RandomRotation"
 
-    def __init__(self, degrees, interpolation="nearest", expand=False, center=None,
-                 fill=0):
+    def __init__(self, degrees, interpolation=_default("RandomRotation", "interpolation"),
+                 expand=_default("RandomRotation", "expand"),
+                 center=_default("RandomRotation", "center"),
+                 fill=_default("RandomRotation", "fill")):
         self.degrees = _number_or_list(degrees, "degrees")
-        self.interpolation = _interpolation(interpolation)
+        self.interpolation = _interpolation(interpolation, self.name)
         self.expand = bool(expand)
         self.center = _number_or_list(center, "center")
-        self.fill = _fill(fill)
+        self.fill = _fill(fill, self.name)
 
     def params(self):
         return {"degrees": self.degrees, "interpolation": self.interpolation,
@@ -287,14 +328,18 @@ class RandomRotation(_Op):
 class RandomAffine(_Op):
     name = "RandomAffine"
 
-    def __init__(self, degrees, translate=None, scale=None, shear=None,
-                 interpolation="nearest", fill=0, center=None):
+    def __init__(self, degrees, translate=_default("RandomAffine", "translate"),
+                 scale=_default("RandomAffine", "scale"),
+                 shear=_default("RandomAffine", "shear"),
+                 interpolation=_default("RandomAffine", "interpolation"),
+                 fill=_default("RandomAffine", "fill"),
+                 center=_default("RandomAffine", "center")):
         self.degrees = _number_or_list(degrees, "degrees")
         self.translate = _number_or_list(translate, "translate")
         self.scale = _number_or_list(scale, "scale")
         self.shear = _number_or_list(shear, "shear", (1, 2, 4))
-        self.interpolation = _interpolation(interpolation)
-        self.fill = _fill(fill)
+        self.interpolation = _interpolation(interpolation, self.name)
+        self.fill = _fill(fill, self.name)
         self.center = _number_or_list(center, "center")
 
     def params(self):
@@ -308,8 +353,11 @@ class RandomErasing(_Op):
     """Runs on the tensor: after ToTensor (or PILToTensor), like torchvision."""
     name = "RandomErasing"
 
-    def __init__(self, p=0.5, scale=(0.02, 0.33), ratio=(0.3, 3.3), value=0,
-                 inplace=False):
+    def __init__(self, p=_default("RandomErasing", "p"),
+                 scale=_default("RandomErasing", "scale"),
+                 ratio=_default("RandomErasing", "ratio"),
+                 value=_default("RandomErasing", "value"),
+                 inplace=_default("RandomErasing", "inplace")):
         self.p = float(p)
         self.scale = [float(s) for s in scale]
         self.ratio = [float(r) for r in ratio]

@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 
+import pytest
 import torch
 import torchvision
 
@@ -14,6 +15,15 @@ import ringloader
 from conftest import write_image_folder
 
 _LATENCY_S = 0.2
+
+
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Python's own SIGINT handler, even where the test run started with
+    SIGINT ignored (a shell's background job): then Python keeps SIG_IGN."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 class SlowWhileFlagged(torch.utils.data.Dataset):
@@ -32,6 +42,8 @@ class SlowWhileFlagged(torch.utils.data.Dataset):
             deadline = os.path.getmtime(self.flag) + 20
         except FileNotFoundError:
             deadline = 0
+        if i == 0:
+            deadline = 0  # sample 0 is probed at iter() to size the ring
         while os.path.exists(self.flag) and time.time() < deadline:
             time.sleep(0.05)
         return torch.full((3,), float(i)), i
@@ -39,8 +51,9 @@ class SlowWhileFlagged(torch.utils.data.Dataset):
 
 def _interrupt_latency(wait):
     """Runs wait() in the main thread, sends it SIGINT after 0.5 s, and returns
-    seconds from the signal to the KeyboardInterrupt (None: none came)."""
-    sent = []
+    seconds from the signal to the KeyboardInterrupt, which may also come
+    late, after wait() returned (None: none came)."""
+    sent, returned, latency = [], [], None
 
     def send():
         sent.append(time.monotonic())
@@ -49,12 +62,18 @@ def _interrupt_latency(wait):
     timer = threading.Timer(0.5, send)
     timer.start()
     try:
-        wait()
-    except KeyboardInterrupt:
-        return time.monotonic() - sent[0]
-    finally:
+        try:
+            wait()
+            returned.append(time.monotonic())
+        except KeyboardInterrupt:
+            latency = time.monotonic() - sent[0]
         timer.join()
-    return None
+        time.sleep(0.01)  # an interrupt that came late lands here, not later
+    except KeyboardInterrupt:
+        latency = time.monotonic() - sent[0]
+    assert not returned or returned[0] > sent[0], \
+        "the wait ended before the signal: nothing was tested"
+    return latency
 
 
 def _same(ours, theirs):

@@ -2,6 +2,8 @@
 // WorkerEndpoint like the Python worker does, and fills each sample with its
 // dataset index (every byte = index % 251), so a test can check what it got.
 // Its configuration (fd 4) is the sample size in bytes, as text.
+// $RINGLOADER_TEST_WORKER_DELAY_MS: a pause before each publish (a slow
+// batch), so a test can abandon the epoch while a batch is being filled.
 //   ringloader_test_external_worker --ring-fd 3 --config-fd 4 --index I --parent-pid P
 #include <signal.h>
 #include <sys/prctl.h>
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
       endpoint.heartbeat(task->samples[position]);
       std::memset(data + position * sample_bytes,
                   static_cast<int>(task->samples[position] % 251), sample_bytes);
+    }
+    if (const char* delay = std::getenv("RINGLOADER_TEST_WORKER_DELAY_MS")) {
+      usleep(static_cast<useconds_t>(std::atoi(delay)) * 1000);
     }
     endpoint.publish(*task);
   }

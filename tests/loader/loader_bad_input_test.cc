@@ -1,5 +1,5 @@
 // A bad-input corpus the test makes itself, run through the Loader in both
-// error policies. With on_error = "raise" every bad sample's batch raises a
+// error policies. With OnError::kRaise every bad sample's batch raises a
 // typed error naming the file, the sample index and the reason, and
 // iteration goes on; with "skip" every bad sample is replaced, counted and
 // logged, batches stay full, and the epoch is the same for any worker count.
@@ -89,7 +89,7 @@ class BadInput : public ::testing::Test {
     files.push_back({dir_ / "jpeg_named.png", 0});
     files_ = files;
   }
-  LoaderOptions opts(int batch_size, int workers, const std::string& on_error) {
+  LoaderOptions opts(int batch_size, int workers, OnError on_error) {
     LoaderOptions options = testing::make_options(batch_size, workers);
     options.on_error = on_error;
     options.shuffle = true;
@@ -106,7 +106,7 @@ class BadInput : public ::testing::Test {
 TEST_F(BadInput, EveryCaseIsATypedErrorNamingFileSampleAndReason) {
   for (int workers : {0, 2}) {
     Loader loader(Dataset::file_list(files_), Pipeline{CenterCrop(16)},
-                  opts(1, workers, "raise"));
+                  opts(1, workers, OnError::kRaise));
     loader.begin_epoch();
     std::set<int64_t> failed, delivered;
     for (int64_t b = 0; b < loader.size(); ++b) {
@@ -150,7 +150,7 @@ TEST_F(BadInput, SkipReplacesCountsAndLogsEveryBadSampleDeterministically) {
     LoaderStats stats;
     {
       Loader loader(Dataset::file_list(files_), Pipeline{CenterCrop(16), ToTensor()},
-                    opts(4, workers, "skip"));
+                    opts(4, workers, OnError::kSkip));
       for (Batch& batch : loader) {
         EXPECT_EQ(batch.data.size(0), static_cast<int64_t>(batch.sample_indices.size()));
         if (batch.index + 1 < loader.size()) EXPECT_EQ(batch.data.size(0), 4);
@@ -182,7 +182,7 @@ TEST_F(BadInput, SkipGivesUpOnlyWhenNothingLoads) {
   std::vector<FileSample> all_bad;
   for (const auto& [index, bad] : bad_index_) all_bad.push_back({dir_ / bad.name, 0});
   Loader loader(Dataset::file_list(all_bad), Pipeline{CenterCrop(16)},
-                opts(2, 1, "skip"));
+                opts(2, 1, OnError::kSkip));
   loader.begin_epoch();
   try {
     loader.next();

@@ -189,9 +189,6 @@ TEST_F(Faults, BadFaultOptionsFailAtConstruction) {
   options = fault_options(1);
   options.max_batch_retries = -1;
   EXPECT_THROW(Loader(dataset_, Pipeline{CenterCrop(16)}, options), OptionError);
-  options = fault_options(1);
-  options.on_error = "ignore";
-  EXPECT_THROW(Loader(dataset_, Pipeline{CenterCrop(16)}, options), OptionError);
 }
 
 }  // namespace

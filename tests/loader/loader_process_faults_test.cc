@@ -125,6 +125,37 @@ TEST_F(ProcessFaults, ExternalWorkerKilledJustBeforePublishLosesNothing) {
   EXPECT_GE(loader.stats().worker_restarts, 1);
 }
 
+// Soak finding: a worker killed after it published a batch of an abandoned
+// epoch but before it moved the slot on left that slot parked on a dead id;
+// the next epoch's batch for that slot then never came (every worker idle).
+TEST_F(ProcessFaults, WorkerKilledPublishingAnAbandonedBatchLeavesNoParkedSlot) {
+  const std::string marker = dir_ / "killed";
+  ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
+                   ("publish.cancelled_before_advance:" + marker).c_str(), 1), 0);
+  ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "300", 1), 0);
+  ExternalWorkers workers;
+  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.config = "8";
+  workers.dataset_size = 16;
+  workers.sample_bytes = 8;
+  auto opts = options(1);
+  opts.ring_slots = 2;
+  opts.timeout_s = 8;
+  Loader loader(workers, opts);
+  loader.begin_epoch();
+  // Batch 0 arrives after one delay; the worker is then 300 ms into batch 1
+  // when the epoch is abandoned, and publishes it cancelled.
+  ASSERT_TRUE(loader.next().has_value());
+  loader.begin_epoch();
+  unsetenv("RINGLOADER_TEST_WORKER_DELAY_MS");
+  unsetenv("RINGLOADER_FAULT_KILL_AT");
+  std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
+  struct stat info {};
+  ASSERT_EQ(stat(marker.c_str(), &info), 0) << "the fault point was never reached";
+  EXPECT_EQ(got.size(), 16u);
+  EXPECT_GE(loader.stats().worker_restarts, 1);
+}
+
 std::string bytes_of(const torch::Tensor& tensor) {
   torch::Tensor flat = tensor.contiguous();
   return std::string(static_cast<const char*>(flat.data_ptr()), flat.nbytes());

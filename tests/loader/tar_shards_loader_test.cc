@@ -177,7 +177,7 @@ TEST_F(TarShardsLoader, CorruptMemberIsSkippedAndCountedWithOnErrorSkip) {
   LoaderOptions options;
   options.batch_size = 3;
   options.num_workers = 1;
-  options.on_error = "skip";
+  options.on_error = OnError::kSkip;
   Loader loader(bad, augmenting_pipeline(), options);
   int64_t samples = 0;
   for (Batch& batch : loader) samples += batch.data.size(0);

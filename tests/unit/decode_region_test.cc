@@ -130,7 +130,7 @@ TEST(DecodeRegion, PipelinesGiveTheSameBytesAsAFullDecode) {
   const std::vector<Pipeline> pipelines = {
       {RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(),
        Normalize({0.45}, {0.225})},
-      {RandomResizedCrop(std::vector<int>{96, 64}, {0.01, 0.3}, {0.5, 2.0}, "bicubic")},
+      {RandomResizedCrop(std::vector<int>{96, 64}, {0.01, 0.3}, {0.5, 2.0}, Interpolation::kBicubic)},
       {CenterCrop(std::vector<int>{100, 171}), PILToTensor()},
       {CenterCrop(600)},  // larger than the image: pads, decodes in full
   };

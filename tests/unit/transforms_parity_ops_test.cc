@@ -154,7 +154,7 @@ TEST(TransformParityOps, RotationMatchesPil) {
             for (bool expand : {false, true}) {
               checks.push_back(deterministic(
                   std::string("RandomRotation/") + filter, image, mode,
-                  Pipeline{RandomRotation(fixed(angle), filter, expand, center,
+                  Pipeline{RandomRotation(fixed(angle), interpolation_from_name(filter), expand, center,
                                           center.empty() ? std::vector<int>{0} : fill)}));
             }
           }
@@ -182,7 +182,8 @@ TEST(TransformParityOps, AffineWithFixedRangesMatchesPil) {
           for (const auto& center : std::vector<std::vector<double>>{{}, {5, 9}}) {
             checks.push_back(deterministic(
                 std::string("RandomAffine/") + filter, image, mode,
-                Pipeline{RandomAffine(fixed(c.angle), {}, {c.scale, c.scale}, c.shear, filter,
+                Pipeline{RandomAffine(fixed(c.angle), {}, {c.scale, c.scale}, c.shear,
+                                      interpolation_from_name(filter),
                                       {mode == ColorMode::kRGB ? 40 : 90}, center)}));
           }
         }
@@ -203,7 +204,8 @@ TEST(TransformParityOps, AffineOnTheDrawnParameters) {
   for (const Input image : {Input{"rgb.png", 45, 67}, Input{"large.jpg", 375, 500}}) {
     for (const char* filter : {"nearest", "bilinear", "bicubic"}) {
       for (uint64_t index = 0; index < 6; ++index) {
-        Op op = RandomAffine({-30, 30}, {0.2, 0.1}, {0.75, 1.25}, {-10, 10, -5, 5}, filter);
+        Op op = RandomAffine({-30, 30}, {0.2, 0.1}, {0.75, 1.25}, {-10, 10, -5, 5},
+                             interpolation_from_name(filter));
         transforms::OpParams params(op, 0);
         const auto affine = transforms::affine_params(params);
         SampleRng rng(kSeed, 0, index);

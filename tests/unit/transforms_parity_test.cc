@@ -27,7 +27,7 @@ TEST(TransformParity, ResizeMatchesPilForEveryFilterAndSize) {
       for (const char* filter : {"nearest", "bilinear", "bicubic"}) {
         for (const auto& size : sizes) {
           checks.push_back(deterministic(std::string("Resize/") + filter, image, mode,
-                                         Pipeline{Resize(size, filter)}));
+                                         Pipeline{Resize(size, interpolation_from_name(filter))}));
         }
       }
     }
@@ -69,7 +69,7 @@ TEST(TransformParity, PaddingModesFillAndPad) {
         const std::vector<int> fill = color == ColorMode::kRGB ? std::vector<int>{7, 99, 200}
                                                                : std::vector<int>{7};
         Pipeline pipeline{CenterCrop(std::vector<int>{17, 14}),
-                          RandomCrop(full, p, false, fill, mode)};
+                          RandomCrop(full, p, false, fill, padding_mode_from_name(mode))};
         checks.push_back(deterministic(std::string("Pad/") + mode, "rgb.png", color, pipeline));
         Op pad{"Pad", {{"padding", p}, {"fill", fill}, {"padding_mode", mode}}};
         checks.push_back(deterministic(std::string("Pad/") + mode, "tiny.png", color,
@@ -123,7 +123,8 @@ TEST(TransformParity, RandomResizedCropRecipeOnTheDrawnParameters) {
     for (const char* filter : {"bilinear", "bicubic", "nearest"}) {
       for (uint64_t index = 0; index < 6; ++index) {
         const std::vector<int> size = index % 2 ? std::vector<int>{224} : std::vector<int>{40, 56};
-        Pipeline pipeline{RandomResizedCrop(size, {0.08, 1.0}, {3.0 / 4, 4.0 / 3}, filter),
+        Pipeline pipeline{RandomResizedCrop(size, {0.08, 1.0}, {3.0 / 4, 4.0 / 3},
+                                                            interpolation_from_name(filter)),
                           RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)};
         SampleRng rng(kSeed, 0, index);
         const auto box = transforms::random_resized_crop_box(
@@ -154,7 +155,7 @@ TEST(TransformParity, RandomCropOnTheDrawnOffsets) {
   for (uint64_t index = 0; index < 8; ++index) {
     // rgb.png is 45 x 67; padding 4 makes it 53 x 75.
     const char* mode = index % 2 ? "reflect" : "constant";
-    Pipeline pipeline{RandomCrop({32, 40}, {4}, false, {0}, mode)};
+    Pipeline pipeline{RandomCrop({32, 40}, {4}, false, {0}, padding_mode_from_name(mode))};
     SampleRng rng(kSeed, 0, index);
     const int top = static_cast<int>(rng.integer(0, 53 - 32));
     const int left = static_cast<int>(rng.integer(0, 75 - 40));
@@ -164,7 +165,7 @@ TEST(TransformParity, RandomCropOnTheDrawnOffsets) {
     checks.push_back({"RandomCrop", input_path("rgb.png"), ColorMode::kRGB, pipeline, steps,
                       index});
     // tiny.png is 9 x 17: pad_if_needed pads width, then height, both sides.
-    Pipeline needed{RandomCrop({20, 20}, {}, true, {5}, "edge")};
+    Pipeline needed{RandomCrop({20, 20}, {}, true, {5}, PaddingMode::kEdge)};
     SampleRng rng2(kSeed, 0, index);
     const int top2 = static_cast<int>(rng2.integer(0, 9 + 2 * 11 - 20));
     const int left2 = static_cast<int>(rng2.integer(0, 17 + 2 * 3 - 20));

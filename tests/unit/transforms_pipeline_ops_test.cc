@@ -59,14 +59,14 @@ TEST(PipelineOps, ShapesFollowGrayscaleAndExpand) {
   shape = Pipeline{RandomGrayscale(0.5), CenterCrop(8)}.output_shape(ColorMode::kGray);
   EXPECT_EQ(shape.channels, 1);
   // A fixed 90-degree expanding rotation of a known size swaps the sides.
-  shape = Pipeline{RandomRotation({90, 90}, "nearest", true)}.output_shape(ColorMode::kRGB, 40,
+  shape = Pipeline{RandomRotation({90, 90}, Interpolation::kNearest, true)}.output_shape(ColorMode::kRGB, 40,
                                                                            60);
   EXPECT_EQ(shape.height, 60);
   EXPECT_EQ(shape.width, 40);
   // A random expanding rotation needs a crop after it.
-  EXPECT_HAS(option_error(Pipeline{RandomRotation({0, 30}, "nearest", true)}, 40, 60),
+  EXPECT_HAS(option_error(Pipeline{RandomRotation({0, 30}, Interpolation::kNearest, true)}, 40, 60),
              "depends on the image");
-  shape = Pipeline{RandomRotation({0, 30}, "nearest", true), CenterCrop(32)}.output_shape(
+  shape = Pipeline{RandomRotation({0, 30}, Interpolation::kNearest, true), CenterCrop(32)}.output_shape(
       ColorMode::kRGB);
   EXPECT_EQ(shape.height, 32);
 }
@@ -192,9 +192,9 @@ namespace {
 TEST(PipelineOps, ExtremeParametersStayDefined) {
   const std::vector<Pipeline> pipelines = {
       Pipeline{RandomAffine({0, 0}, {}, {}, {89.9999, 89.9999, -89.9999, -89.9999})},
-      Pipeline{RandomAffine({30, 30}, {}, {1e-30, 1e-30}, {}, "bilinear")},
-      Pipeline{RandomAffine({30, 30}, {}, {1e30, 1e30}, {}, "bicubic")},
-      Pipeline{RandomRotation({1e30, 1e30}, "bilinear")},
+      Pipeline{RandomAffine({30, 30}, {}, {1e-30, 1e-30}, {}, Interpolation::kBilinear)},
+      Pipeline{RandomAffine({30, 30}, {}, {1e30, 1e30}, {}, Interpolation::kBicubic)},
+      Pipeline{RandomRotation({1e30, 1e30}, Interpolation::kBilinear)},
       Pipeline{ColorJitter({1e30, 1e30}, {1e30, 1e30}, {1e30, 1e30}, {0.5, 0.5})},
       Pipeline{ToTensor(), RandomErasing(1.0, {0.0, 1.0}, {1e-30, 1e30})},
       Pipeline{GaussianBlur({5}, {1e-30, 1e30})}};

@@ -1,0 +1,243 @@
+// The op spec table (see op_specs.h): the one place where an op's parameters,
+// their defaults (torchvision 0.14's), types, ranges and docs are written.
+// Adding an op is its kernel plus one entry here and one factory line in
+// pipeline.cc.
+#include "transforms/op_specs.h"
+
+#include <map>
+
+#include "ringloader/errors.h"
+#include "ringloader/transforms.h"
+
+namespace ringloader::transforms {
+namespace {
+
+using json = nlohmann::json;
+
+// Indexed by the enums' values (transforms.h): the one spelling of each.
+const std::vector<std::string> kInterpolations = {"nearest", "bilinear", "bicubic"};
+const std::vector<std::string> kPaddingModes = {"constant", "edge", "reflect", "symmetric"};
+
+ParamSpec required(std::string name, ParamType type, std::string doc) {
+  ParamSpec out{std::move(name), type, nullptr, true, {}, 0, 0, std::move(doc)};
+  return out;
+}
+ParamSpec optional(std::string name, ParamType type, json value, std::string doc) {
+  return {std::move(name), type, std::move(value), false, {}, 0, 0, std::move(doc)};
+}
+ParamSpec number(std::string name, double value, double low, double high, std::string doc) {
+  return {std::move(name), ParamType::kNumber, value, false, {}, low, high, std::move(doc)};
+}
+ParamSpec probability(double value, std::string doc) {
+  return number("p", value, 0.0, 1.0, std::move(doc));
+}
+ParamSpec choice(std::string name, std::string value, std::vector<std::string> choices,
+                 std::string doc) {
+  return {std::move(name), ParamType::kChoice, std::move(value), false, std::move(choices),
+          0, 0, std::move(doc)};
+}
+ParamSpec interpolation(std::string value) {
+  return choice("interpolation", std::move(value), kInterpolations, "resampling filter");
+}
+ParamSpec size_param(std::string doc) { return required("size", ParamType::kInts, std::move(doc)); }
+ParamSpec fill(std::string doc) { return optional("fill", ParamType::kInts, 0, std::move(doc)); }
+ParamSpec padding_mode() {
+  return choice("padding_mode", "constant", kPaddingModes, "how padded pixels are filled");
+}
+ParamSpec unused(std::string name, json value, std::string doc) {
+  return optional(std::move(name), ParamType::kBool, std::move(value), std::move(doc));
+}
+
+std::vector<OpSpec> make_specs() {
+  const std::string crop_size = "output size: one int (square) or [h, w]";
+  const std::string jitter = "a number x (range around the identity) or [min, max]";
+  return {
+      {"Resize", "Resize the shorter side to size[0], or to [h, w]; PIL's filters.",
+       {size_param("one int (shorter side) or [h, w]"), interpolation("bilinear"),
+        {"max_size", ParamType::kNumber, nullptr, false, {}, 0, 1e9,
+         "cap on the longer side (single size only); None: no cap"},
+        unused("antialias", true, "must be true (PIL always antialiases)")}},
+      {"CenterCrop", "Crop the centre; pads with 0 when the image is smaller.",
+       {size_param(crop_size)}},
+      {"Pad", "Pad the borders.",
+       {required("padding", ParamType::kInts, "1, 2 (left/right, top/bottom) or 4 (l, t, r, b) ints"),
+        fill("constant fill: one value or one per channel"), padding_mode()}},
+      {"RandomCrop", "Crop at a random position, optionally after padding.",
+       {size_param(crop_size),
+        optional("padding", ParamType::kInts, nullptr, "padding first, as Pad; None: none"),
+        optional("pad_if_needed", ParamType::kBool, false, "pad when the image is smaller"),
+        fill("constant fill: one value or one per channel"), padding_mode()}},
+      {"RandomResizedCrop", "Crop a random area and aspect ratio, resized to size.",
+       {size_param(crop_size),
+        optional("scale", ParamType::kNumbers, {0.08, 1.0}, "[min, max] fraction of the area"),
+        optional("ratio", ParamType::kNumbers, {3.0 / 4.0, 4.0 / 3.0},
+                 "[min, max] aspect ratio (drawn log-uniformly)"),
+        interpolation("bilinear"),
+        unused("antialias", true, "accepted, ignored (PIL always antialiases)")}},
+      {"RandomHorizontalFlip", "Mirror left-right with probability p.",
+       {probability(0.5, "probability of a flip")}},
+      {"RandomVerticalFlip", "Mirror top-bottom with probability p.",
+       {probability(0.5, "probability of a flip")}},
+      {"ColorJitter", "Random brightness, contrast, saturation and hue, in a random order.",
+       {optional("brightness", ParamType::kNumbers, 0, jitter),
+        optional("contrast", ParamType::kNumbers, 0, jitter),
+        optional("saturation", ParamType::kNumbers, 0, jitter),
+        optional("hue", ParamType::kNumbers, 0, "a number x <= 0.5 or [min, max] in [-0.5, 0.5]")}},
+      {"Grayscale", "Convert to grayscale (ITU-R 601-2 luma).",
+       {number("num_output_channels", 1, 1, 3, "1 or 3")}},
+      {"RandomGrayscale", "Grayscale with probability p, keeping the channel count.",
+       {probability(0.1, "probability of the conversion")}},
+      {"GaussianBlur", "Blur with a Gaussian kernel whose sigma is drawn per sample.",
+       {required("kernel_size", ParamType::kInts, "one odd int or [x, y]"),
+        optional("sigma", ParamType::kNumbers, {0.1, 2.0}, "a number or [min, max]")}},
+      {"RandomRotation", "Rotate by a random angle (PIL's Image.rotate).",
+       {required("degrees", ParamType::kNumbers, "a number x (range [-x, x]) or [min, max]"),
+        interpolation("nearest"),
+        optional("expand", ParamType::kBool, false, "grow the output to hold the whole image"),
+        optional("center", ParamType::kNumbers, nullptr, "[x, y]; None: the image centre"),
+        optional("fill", ParamType::kNumbers, 0, "one value or one per channel")}},
+      {"RandomAffine", "Random rotation, translation, scale and shear (PIL's Image.transform).",
+       {required("degrees", ParamType::kNumbers, "a number x (range [-x, x]) or [min, max]"),
+        optional("translate", ParamType::kNumbers, nullptr, "max fractions [x, y]; None: none"),
+        optional("scale", ParamType::kNumbers, nullptr, "[min, max]; None: none"),
+        optional("shear", ParamType::kNumbers, nullptr,
+                 "x, [min, max] along x, or [xmin, xmax, ymin, ymax]; None: none"),
+        interpolation("nearest"),
+        optional("fill", ParamType::kNumbers, 0, "one value or one per channel"),
+        optional("center", ParamType::kNumbers, nullptr, "[x, y]; None: the image centre")}},
+      {"ToTensor", "End the image part: float32 CHW in [0, 1].", {}},
+      {"PILToTensor", "End the image part: uint8 CHW.", {}},
+      {"Normalize", "(x - mean) / std per channel, after ToTensor.",
+       {required("mean", ParamType::kNumbers, "one value or one per channel"),
+        required("std", ParamType::kNumbers, "one value or one per channel, no zero"),
+        unused("inplace", false, "accepted, ignored")}},
+      {"RandomErasing", "Erase a random rectangle of the tensor with probability p.",
+       {probability(0.5, "probability of an erase"),
+        optional("scale", ParamType::kNumbers, {0.02, 0.33}, "[min, max] fraction of the area"),
+        optional("ratio", ParamType::kNumbers, {0.3, 3.3}, "[min, max] aspect ratio"),
+        {"value", ParamType::kNumbersOrChoice, 0, false, {"random"}, 0, 0,
+         "one value, one per channel, or 'random' (standard normal noise)"},
+        unused("inplace", false, "accepted, ignored")}},
+      {"Custom", "An op from a C++ shared library (include/ringloader/custom_op.h).",
+       {required("library", ParamType::kString, "path of the shared library"),
+        required("name", ParamType::kString, "the op's registered name")},
+       /*open=*/true},
+  };
+}
+
+const char* type_name(ParamType type) {
+  switch (type) {
+    case ParamType::kInts: return "ints";
+    case ParamType::kNumber: return "number";
+    case ParamType::kNumbers: return "numbers";
+    case ParamType::kBool: return "bool";
+    case ParamType::kChoice: return "choice";
+    case ParamType::kString: return "string";
+    case ParamType::kNumbersOrChoice: return "numbers_or_choice";
+  }
+  return "?";
+}
+
+}  // namespace
+
+const std::vector<OpSpec>& op_specs() {
+  static const std::vector<OpSpec> specs = make_specs();
+  return specs;
+}
+
+const OpSpec* find_op_spec(const std::string& op) {
+  for (const OpSpec& spec : op_specs()) {
+    if (spec.name == op) return &spec;
+  }
+  return nullptr;
+}
+
+const ParamSpec& param_spec(const std::string& op, const std::string& param) {
+  if (const OpSpec* spec = find_op_spec(op)) {
+    for (const ParamSpec& p : spec->params) {
+      if (p.name == param) return p;
+    }
+  }
+  throw Error("ringloader: op spec table has no parameter '" + param + "' for op " + op);
+}
+
+json op_specs_json() {
+  json out = json::array();
+  for (const OpSpec& op : op_specs()) {
+    json params = json::array();
+    for (const ParamSpec& p : op.params) {
+      json entry = {{"name", p.name}, {"type", type_name(p.type)},
+                    {"default", p.default_value}, {"required", p.required},
+                    {"choices", p.choices}, {"doc", p.doc}};
+      if (p.type == ParamType::kNumber) entry["range"] = {p.low, p.high};
+      params.push_back(std::move(entry));
+    }
+    out.push_back({{"name", op.name}, {"doc", op.doc}, {"open", op.open},
+                   {"params", std::move(params)}});
+  }
+  return out;
+}
+
+}  // namespace ringloader::transforms
+
+// --- the public face: builders' defaults and the table as JSON ---------------
+
+namespace ringloader {
+
+OpDefault::OpDefault(const char* op, const char* param)
+    : value_(&transforms::param_spec(op, param).default_value) {}
+
+OpDefault::operator double() const { return value_->get<double>(); }
+OpDefault::operator bool() const { return value_->get<bool>(); }
+OpDefault::operator int() const { return value_->get<int>(); }
+OpDefault::operator std::string() const { return value_->get<std::string>(); }
+OpDefault::operator std::pair<double, double>() const {
+  return {value_->at(0).get<double>(), value_->at(1).get<double>()};
+}
+OpDefault::operator std::vector<int>() const {
+  if (value_->is_null()) return {};
+  if (!value_->is_array()) return {value_->get<int>()};
+  return value_->get<std::vector<int>>();
+}
+OpDefault::operator std::vector<double>() const {
+  if (value_->is_null()) return {};
+  if (!value_->is_array()) return {value_->get<double>()};
+  return value_->get<std::vector<double>>();
+}
+
+nlohmann::json op_specs_json() { return transforms::op_specs_json(); }
+
+namespace {
+template <typename Enum>
+Enum from_name(const std::vector<std::string>& names, const std::string& name,
+               const char* what) {
+  std::string valid;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<Enum>(i);
+    valid += (valid.empty() ? "" : ", ") + names[i];
+  }
+  throw OptionError(std::string("ringloader: ") + what + " '" + name +
+                    "' is not supported; expected one of: " + valid);
+}
+}  // namespace
+
+const char* name_of(Interpolation mode) {
+  return transforms::kInterpolations.at(static_cast<size_t>(mode)).c_str();
+}
+const char* name_of(PaddingMode mode) {
+  return transforms::kPaddingModes.at(static_cast<size_t>(mode)).c_str();
+}
+Interpolation interpolation_from_name(const std::string& name) {
+  return from_name<Interpolation>(transforms::kInterpolations, name, "interpolation");
+}
+PaddingMode padding_mode_from_name(const std::string& name) {
+  return from_name<PaddingMode>(transforms::kPaddingModes, name, "padding_mode");
+}
+OpDefault::operator Interpolation() const {
+  return interpolation_from_name(value_->get<std::string>());
+}
+OpDefault::operator PaddingMode() const {
+  return padding_mode_from_name(value_->get<std::string>());
+}
+
+}  // namespace ringloader
