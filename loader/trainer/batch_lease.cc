@@ -1,7 +1,5 @@
 #include "loader/trainer/batch_lease.h"
 
-#include <unistd.h>
-
 #include <torch/torch.h>
 
 #include "loader/ring/slot_protocol.h"
@@ -17,7 +15,7 @@ class SlotLease {
   ~SlotLease() {
     // In a forked child the batch is a copy: the slot is the parent's to
     // hand back, and a fence would touch CUDA in the child.
-    if (getpid() != ring_->owner_pid()) return;
+    if (!ring_->owned_here()) return;
     releaser_->release(batch_id_);
   }
   SlotLease(const SlotLease&) = delete;

@@ -222,6 +222,7 @@ def _byte_labels(targets):
 
 def _concat(parts):
     first = parts[0]
+    first_pipeline = _pipeline_key(first)
     for part in parts[1:]:
         if (part.kind, part.mode) != (first.kind, first.mode):
             raise NotNative("ConcatDataset mixes image files and arrays")
@@ -229,7 +230,7 @@ def _concat(parts):
             raise NotNative("ConcatDataset parts have different image sizes")
         if part.target_transform is not first.target_transform:
             raise NotNative("ConcatDataset parts have different target_transforms")
-        if _pipeline_key(part) != _pipeline_key(first):
+        if _pipeline_key(part) != first_pipeline:
             raise NotNative("ConcatDataset parts have different transforms")
     labels = [label for part in parts for label in part.labels]
     if first.kind == "files":
