@@ -1,12 +1,20 @@
 """DataLoader.state_dict() as plain values and tensors (for torch.save):
 the epoch in progress, the batches of it already handed out, the epoch's
 order when a torch sampler chose it, and the generators' states so the
-epochs after the resumed one draw the same orders."""
+epochs after the resumed one draw the same orders.
+
+Elastic resume: a state saved at world size W restores at W' (the native
+loader splits what the job left of the epoch, see docs/distributed.md);
+``merge`` turns the states of all W ranks into one that records each
+rank's own batch count."""
 import torch
 
+from . import _ringloader
 from ._ringloader import OptionError
 
-VERSION = 1
+VERSION = 2
+# Keys a state may differ in from the loader restoring it (elastic resume).
+_ELASTIC_KEYS = ("rank", "world_size")
 
 
 def empty_state(loader, epoch):
@@ -43,6 +51,8 @@ def check(loader, state):
         raise OptionError(f"ringloader: not a DataLoader state of version {VERSION}")
     mine = _config(loader)
     for key, value in state["config"].items():
+        if key in _ELASTIC_KEYS:
+            continue
         if mine.get(key) != value:
             raise OptionError(f"ringloader: the state was saved with {key}={value!r}, "
                               f"this DataLoader has {mine.get(key)!r}; resume with "
@@ -50,6 +60,38 @@ def check(loader, state):
     if (state["native"] is None) != (loader._native is None):
         raise OptionError("ringloader: the state was saved by a DataLoader of "
                           "another kind (native workers vs in-process)")
+    saved = (state["config"]["rank"], state["config"]["world_size"])
+    if saved != (loader.rank, loader.world_size) and state["in_progress"]:
+        if loader._native is None:
+            raise OptionError(f"ringloader: a state of rank {saved[0]} of {saved[1]} "
+                              f"restores into rank {loader.rank} of {loader.world_size} "
+                              f"only with num_workers > 0 (elastic resume runs in the "
+                              f"native loader)")
+        if not loader._builtin_order:
+            raise OptionError("ringloader: only the built-in order (shuffle / "
+                              "distributed, no sampler) resumes at another world "
+                              "size or rank; a sampler's order is its own")
+
+
+def merge(loader, states):
+    """One state from the states of all ranks of a job (a list, any order):
+    the native loader checks they agree and records each rank's batch count."""
+    states = list(states)
+    if not states:
+        raise OptionError("ringloader: load_state_dict got an empty list of states")
+    for state in states:
+        check(loader, state)
+    if any(state["native"] is None for state in states):
+        raise OptionError("ringloader: only native-loader states (num_workers > 0) "
+                          "are merged")
+    merged = dict(states[0])
+    by_rank = sorted(states, key=lambda state: state["config"]["rank"])
+    merged.update(by_rank[0])
+    native = _ringloader.merge_states([native_dict(state) for state in states])
+    native.pop("order")
+    merged["native"] = native
+    merged["in_progress"] = any(state["in_progress"] for state in states)
+    return merged
 
 
 def native_dict(state):

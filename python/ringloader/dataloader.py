@@ -172,10 +172,15 @@ class DataLoader(torch.utils.data.DataLoader):
         # workers read each shard front to back.
         native_shuffle = bool(shuffle) and sampler is None and getattr(
             source, "ringloader_native_shuffle", False)
-        if sharded:
+        # A weighted mix draws each epoch in the C++ sampler (datasets.Mix).
+        mix = getattr(dataset, "ringloader_mix", None)
+        if mix is not None and sampler is not None:
+            raise OptionError("ringloader: a datasets.Mix draws its own order; "
+                              "sampler must stay None")
+        if sharded or mix is not None:
             sampler = ShardSampler(len(dataset), {
                 "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
-                "world_size": self.world_size})
+                "world_size": self.world_size}, mix=mix)
         elif sampler is None:
             sampler = (RandomSampler(dataset, generator=generator)
                        if shuffle and not native_shuffle else SequentialSampler(dataset))
@@ -185,7 +190,8 @@ class DataLoader(torch.utils.data.DataLoader):
                               else BatchSampler(sampler, batch_size, drop_last))
         self._batch_lengths = None  # the custom batches' own lengths, this epoch
         # The C++ sampler makes the order itself (no set_order per epoch).
-        self._builtin_order = (sharded or type(sampler) is SequentialSampler) \
+        self._builtin_order = (sharded or mix is not None
+                               or type(sampler) is SequentialSampler) \
             and not self._custom_batches
         # A sampler with no len (an endless generator) is drawn chunk by chunk.
         self._streamed = not self._builtin_order and not _stream.has_len(self.batch_sampler)
@@ -202,7 +208,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 else len(self.batch_sampler) * batch_size if self._custom_batches
                 else _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
-            "shuffle": bool(sharded and shuffle) or native_shuffle,
+            "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
         }
         if timeout:
             options["timeout_s"] = float(timeout)
@@ -330,11 +336,19 @@ class DataLoader(torch.utils.data.DataLoader):
     def load_state_dict(self, state):
         """Makes the next iteration go on from ``state`` (taken by
         ``state_dict()`` of a loader with the same dataset, batch size,
-        drop_last, seed, rank and world size; the number of workers may
-        differ): the remaining batches of the saved epoch, then the next
-        epochs. An epoch the state saw to its end is skipped. ``set_epoch``
-        with another epoch drops the position. Raises ValueError
-        (OptionError) for a state of another configuration."""
+        drop_last and seed; the number of workers may differ): the
+        remaining batches of the saved epoch, then the next epochs. An
+        epoch the state saw to its end is skipped. ``set_epoch`` with
+        another epoch drops the position. Raises ValueError (OptionError)
+        for a state of another configuration.
+
+        ``state`` may also be a list: the states of all ranks of the job
+        that saved them. A state (or list) from another world size resumes
+        elastically (native loader, built-in order): this rank's share of
+        the samples no rank consumed, then this world size's epochs (see
+        docs/distributed.md)."""
+        if isinstance(state, (list, tuple)):
+            state = _state.merge(self, state)
         _state.check(self, state)
         if self._native is not None:
             self._native.load_state_dict(_state.native_dict(state))
