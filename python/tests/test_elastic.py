@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 import ringloader
 from conftest import write_image_folder
@@ -88,3 +89,40 @@ def test_elastic_resume_covers_the_epoch_once(before, after, stop, single, tmp_p
         report.append(f"{kind} {before}->{after}: {once}/{SAMPLES} once, "
                       f"per-rank batches {counts}")
     print("; ".join(report))
+
+
+def test_states_that_cannot_move_are_refused_naming_why(tmp_path):
+    from ringloader import transforms as T
+
+    class Index(torch.utils.data.Dataset):
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            return torch.zeros(2), i
+
+    folder = write_image_folder(str(tmp_path / "images"), classes=1, per_class=12)
+    files = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(4), T.ToTensor()]))
+
+    def saved(dataset, rank, stop, **kwargs):
+        loader = ringloader.DataLoader(dataset, batch_size=2, shuffle=True, seed=1,
+                                       rank=rank, world_size=2, **kwargs)
+        it = iter(loader)
+        for _ in range(stop):
+            next(it)
+        return loader.state_dict()
+
+    # A Python dataset in process resumes only at its own rank and world size.
+    state = saved(Index(), 0, 1)
+    with pytest.raises(ValueError, match="num_workers > 0"):
+        ringloader.DataLoader(Index(), batch_size=2, shuffle=True, seed=1, rank=0,
+                              world_size=3).load_state_dict(state)
+    # Ranks at different epochs (or missing) do not merge.
+    states = [saved(files, 0, 1), saved(files, 1, 2)]
+    states[1]["native"]["epoch"] = 4
+    target = ringloader.DataLoader(files, batch_size=2, shuffle=True, seed=1,
+                                   rank=0, world_size=3)
+    with pytest.raises(ValueError, match="rank 1 is at epoch 4"):
+        target.load_state_dict(states)
+    with pytest.raises(ValueError, match="1 states for world size 2"):
+        target.load_state_dict(states[:1])
