@@ -201,7 +201,11 @@ void Loader::Impl::load_state_dict(const LoaderState& state) {
   } else if (!complete) {
     std::vector<int64_t> counts = state.rank_batches;
     if (counts.empty()) counts.assign(static_cast<size_t>(state.world_size), state.batches_consumed);
-    resume_history_.push_back({state.world_size, std::move(counts)});
+    // A stage where nothing was consumed leaves the epoch as it was: the
+    // new world size's own order (rank_share of the same global order).
+    if (std::any_of(counts.begin(), counts.end(), [](int64_t b) { return b > 0; })) {
+      resume_history_.push_back({state.world_size, std::move(counts)});
+    }
   }
   if (custom && !complete) set_order(state.order);  // validates the indices
   // An epoch seen to its end is done: the loader goes on with the next one

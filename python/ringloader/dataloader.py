@@ -180,7 +180,8 @@ class DataLoader(torch.utils.data.DataLoader):
         if sharded or mix is not None:
             sampler = ShardSampler(len(dataset), {
                 "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
-                "world_size": self.world_size}, mix=mix)
+                "world_size": self.world_size}, mix=mix,
+                batching={"batch_size": int(batch_size), "drop_last": bool(drop_last)})
         elif sampler is None:
             sampler = (RandomSampler(dataset, generator=generator)
                        if shuffle and not native_shuffle else SequentialSampler(dataset))
@@ -357,9 +358,10 @@ class DataLoader(torch.utils.data.DataLoader):
         complete = state["batches_consumed"] >= state["batches_in_epoch"]
         # Between epochs there is nothing to skip: the next epoch draws its
         # order from the restored generators as it would have.
-        self._resume = None if not state["in_progress"] else {
-            "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
-            "order": _state.order_list(state)}
+        self._resume = None if not state["in_progress"] else (
+            _state.in_process_resume(self, state) if self._native is None else {
+                "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
+                "order": _state.order_list(state)})
         self._epoch = epoch + 1 if complete else epoch
         self._in_process = None
         self._epoch_open = False
@@ -448,6 +450,8 @@ class _InProcessIterator:
     def __init__(self, loader, epoch, resume):
         self._loader = loader
         self.epoch = epoch
+        # Elastic stages of this epoch (a resume at another world size).
+        self.elastic = resume.get("elastic", []) if resume is not None else []
         if loader._streamed:  # an endless sampler: drawn batch by batch
             self.batches, self.order, self.consumed = None, None, 0
             self._stream = iter(loader.batch_sampler)

@@ -19,6 +19,19 @@ from ringloader import transforms as T
 BATCH = 2
 
 
+class IndexDataset(torch.utils.data.Dataset):
+    """A Python map-style dataset: sample i is (a tensor of i, i)."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        return torch.full((2,), float(index)), index
+
+
 def datasets(folder, tars):
     listed = ringloader.datasets.ImageFolder(folder)
     files = ringloader.datasets.FileList(
@@ -26,12 +39,17 @@ def datasets(folder, tars):
         T.Compose([T.CenterCrop(4), T.ToTensor()]))
     shards = ringloader.datasets.TarShards(tars, T.Compose([T.CenterCrop(2), T.ToTensor()]),
                                            shuffle_buffer=3)
-    return {"folder": files, "tar": shards}
+    python = IndexDataset(len(files))
+    # (name, dataset, workers): Python datasets run in Python workers (the
+    # native loader's elastic split) and in process (the Python iterator's).
+    return {"folder": (files, 1), "tar": (shards, 1), "python": (python, 1),
+            "python_in_process": (python, 0)}
 
 
-def loader_for(dataset):
+def loader_for(entry):
+    dataset, workers = entry
     return ringloader.DataLoader(dataset, batch_size=BATCH, shuffle=True, seed=11,
-                                 num_workers=1, distributed=True)
+                                 num_workers=workers, distributed=True)
 
 
 def labels(batches):
@@ -70,7 +88,7 @@ def resume_phase(sets, states_path, single):
         fresh = loader_for(dataset)
         fresh.set_epoch(1)
         out["fresh"][name] = labels(fresh)
-        out["len"][name] = len(dataset)
+        out["len"][name] = len(dataset[0])
         del loader, fresh
     return out
 

@@ -2,7 +2,8 @@
 world size W saves mid-epoch, a job of W' restores the states and finishes
 the epoch. Every sample of the interrupted epoch is delivered exactly once
 (padding aside), all ranks get equal batch counts, and the next epoch is
-the one a job always run at W' draws. Image folders and tar shards."""
+the one a job always run at W' draws. Image folders, tar shards, and a
+Python dataset (in Python workers and in process)."""
 import collections
 import io
 import json
@@ -68,7 +69,7 @@ def test_elastic_resume_covers_the_epoch_once(before, after, stop, single, tmp_p
     resumed = run(after, ["resume", folder, tars, states, out, str(stop)]
                   + (["single"] if single else []), out)
     report = []
-    for kind in ("folder", "tar"):
+    for kind in ("folder", "tar", "python", "python_in_process"):
         assert resumed[0]["len"][kind] == SAMPLES
         first = [i for rank in saved for batch in rank["seen"][kind] for i in batch]
         rest = [[i for batch in rank["rest"][kind] for i in batch] for rank in resumed]
@@ -86,9 +87,47 @@ def test_elastic_resume_covers_the_epoch_once(before, after, stop, single, tmp_p
             assert rank["next"][kind] == rank["fresh"][kind], \
                 f"{kind}: epoch 1 differs from a job always run at {after}"
         once = sum(1 for n in delivered.values() if n == 1)
-        report.append(f"{kind} {before}->{after}: {once}/{SAMPLES} once, "
-                      f"per-rank batches {counts}")
+        report.append(f"{kind} {before}->{after}: {len(delivered)}/{SAMPLES} delivered, "
+                      f"{once} exactly once, {repeats} padding repeats, per-rank "
+                      f"batches after resume {counts}")
     print("; ".join(report))
+
+
+def test_python_dataset_in_process_resumes_elastically_twice():
+    """2 -> 3 -> 1 within one epoch, num_workers=0 (the Python iterator)."""
+    class Index(torch.utils.data.Dataset):
+        def __len__(self):
+            return 21
+
+        def __getitem__(self, i):
+            return torch.zeros(2), i
+
+    def loaders(world):
+        return [ringloader.DataLoader(Index(), batch_size=2, shuffle=True, seed=4,
+                                      rank=r, world_size=world) for r in range(world)]
+
+    seen = []
+
+    def run(group, states, stop):
+        out, counts = [], []
+        for loader in group:
+            if states is not None:
+                loader.load_state_dict(states)
+            loader.set_epoch(0)
+            it = iter(loader)
+            batches = [y for _, (_, y) in zip(range(stop), it)]
+            counts.append(len(batches))
+            seen.extend(int(v) for y in batches for v in y)
+            out.append(loader.state_dict())
+        return out, counts
+
+    states, _ = run(loaders(2), None, 2)
+    states, _ = run(loaders(3), states, 1)
+    assert states[0]["elastic"] == [{"world_size": 2, "batches": [2, 2]}]
+    _, counts = run(loaders(1), states, 100)
+    assert counts == [-(-(21 - 8 - 6) // 2)]
+    assert sorted(set(seen)) == list(range(21))
+    assert len(seen) - 21 <= 1 + 2  # padding only
 
 
 def test_states_that_cannot_move_are_refused_naming_why(tmp_path):
@@ -112,11 +151,10 @@ def test_states_that_cannot_move_are_refused_naming_why(tmp_path):
             next(it)
         return loader.state_dict()
 
-    # A Python dataset in process resumes only at its own rank and world size.
+    # A Python dataset in process moves too, but only with ringloader's order.
     state = saved(Index(), 0, 1)
-    with pytest.raises(ValueError, match="num_workers > 0"):
-        ringloader.DataLoader(Index(), batch_size=2, shuffle=True, seed=1, rank=0,
-                              world_size=3).load_state_dict(state)
+    with pytest.raises(ValueError, match="ringloader's own order"):
+        ringloader.DataLoader(Index(), batch_size=2, seed=1).load_state_dict(state)
     # Ranks at different epochs (or missing) do not merge.
     states = [saved(files, 0, 1), saved(files, 1, 2)]
     states[1]["native"]["epoch"] = 4
