@@ -49,7 +49,9 @@ def in_process_state(loader, iterator):
 
 def check(loader, state):
     """Refuses a state of another version or configuration (ValueError)."""
-    if not isinstance(state, dict) or state.get("version") != VERSION:
+    # Version 1 (before elastic resume) is read: its native part is upgraded
+    # by the C++ loader, and it has no elastic history.
+    if not isinstance(state, dict) or state.get("version") not in (1, VERSION):
         raise OptionError(f"ringloader: not a DataLoader state of version {VERSION}")
     mine = _config(loader)
     for key, value in state["config"].items():

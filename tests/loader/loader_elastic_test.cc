@@ -171,6 +171,27 @@ TEST_F(Elastic, DisagreeingStatesAndCallerOrdersAreRefused) {
   }
 }
 
+TEST_F(Elastic, TarMixesNativelyAndFoldersDoNotMixWithTars) {
+  // Two tar parts (the same shards twice): 1:3 of an epoch of 40.
+  Dataset mixed = Dataset::mix({{tars_, 1.0}, {tars_, 3.0}}, MixOptions{40});
+  ASSERT_EQ(mixed.size(), 46);
+  std::map<int, int64_t> per_part;
+  for (int r = 0; r < 2; ++r) {
+    Loader loader(mixed, tiny(), rank_options(r, 2));
+    for (auto& batch : take(loader, 0, 1000)) {
+      for (int64_t i : batch) ++per_part[i < 23 ? 0 : 1];
+    }
+  }
+  EXPECT_EQ(per_part[0], 10);
+  EXPECT_EQ(per_part[1], 30);
+  try {
+    Dataset::mix({{folder_, 1.0}, {tars_, 1.0}});
+    ADD_FAILURE() << "mixed a folder with tar shards natively";
+  } catch (const OptionError& e) {
+    EXPECT_NE(std::string(e.what()).find("another kind"), std::string::npos) << e.what();
+  }
+}
+
 class Mixing : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -217,7 +238,7 @@ TEST_F(Mixing, EpochsDrawTheWeightsExactlyAndDeterministically) {
   EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(epochs[1].begin() + 5, epochs[1].end()));
 }
 
-TEST_F(Mixing, RanksShareOneDrawAndOtherKindsAreRefused) {
+TEST_F(Mixing, RanksShareOneDrawAndBadWeightsAreRefused) {
   Dataset mixed = mix(100);
   std::map<int64_t, int> drawn;
   std::set<int64_t> counts;
@@ -230,7 +251,6 @@ TEST_F(Mixing, RanksShareOneDrawAndOtherKindsAreRefused) {
   EXPECT_EQ(counts.size(), 1u);
   EXPECT_EQ(drawn[0] + drawn[1], 102);  // 100 padded to 3 x 34
   EXPECT_NEAR(drawn[0], 70, 2);
-  testing::make_image_folder(dir_ / "c", 1, 2, "png", 8, 10);
   EXPECT_THROW(Dataset::mix({{Dataset::image_folder(dir_ / "a"), -1.0}}), OptionError);
 }
 
