@@ -318,9 +318,6 @@ PYBIND11_MODULE(_ringloader, module) {
       .def("load_state_dict", [](Loader& loader, const py::dict& state) {
         loader.load_state_dict(state_from_dict(state));
       })
-      .def("load_state_dicts", [](Loader& loader, const py::list& states) {
-        loader.load_state_dict(states_from_list(states));
-      })
       .def("__len__", &Loader::size)
       .def("stats", [](const Loader& loader) { return stats_dict(loader.stats()); })
       .def("stats_text", [](const Loader& loader) { return loader.stats().to_string(); })
