@@ -265,6 +265,12 @@ class DataLoader(torch.utils.data.DataLoader):
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(int(epoch))
 
+    def _draw_base_seed(self):
+        """Draws from the RNG exactly as torch's iterator does at iter() (its
+        workers' base seed, drawn for num_workers=0 too), so the sampler's
+        draw and code after the loop see the same random state as torch's."""
+        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+
     def __iter__(self):
         epoch, resume = self._epoch, self._resume
         self._resume = None
@@ -273,6 +279,8 @@ class DataLoader(torch.utils.data.DataLoader):
         self._epoch = epoch + 1
         self._epoch_open = True
         if self._native is None:  # a Python dataset with num_workers=0
+            if resume is None:
+                self._draw_base_seed()
             self._in_process = _in_process.InProcessIterator(self, epoch, resume)
             return self._in_process
         if resume is None and self._workers is not None and (
@@ -282,9 +290,7 @@ class DataLoader(torch.utils.data.DataLoader):
             self._native = None
             self._native, self._layout = self._workers.refresh(self.dataset)
         if resume is None:
-            # Draw from the RNG exactly as torch's iterator does (its workers'
-            # base seed), so code after the loop sees the same random state.
-            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+            self._draw_base_seed()
             if self._custom_batches and not self._streamed:
                 order, self._batch_lengths = _batches.padded_order(
                     self.batch_sampler, self.batch_size)

@@ -416,3 +416,42 @@ def test_a_sampler_with_no_len_that_ends_gives_torchs_epoch(drop_last):
     assert len(got) == (5 if drop_last else 6)
     assert_same(got, want)
     assert_same(list(ours), want)  # and again, next epoch
+
+
+class _Numbers(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, index):
+        return torch.tensor([index])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_global_rng_after_iteration_is_torchs(tmp_path, kind, shuffle, workers):
+    """Code that draws after iter() or after the loop (a script's
+    get_y_neg, a model built later) sees torch's random state: the iterator
+    draws its base seed at iter() even with num_workers=0, then the sampler
+    its own seed."""
+    import torchvision
+    if kind == "python":
+        dataset = _Numbers()
+    else:
+        from conftest import write_image_folder
+        import torchvision.transforms as T
+        root = write_image_folder(str(tmp_path / "images"), classes=2, per_class=5)
+        dataset = torchvision.datasets.ImageFolder(
+            root, T.Compose([T.Resize([8, 8]), T.ToTensor()]))
+    draws = []
+    for make in (torch.utils.data.DataLoader, ringloader.DataLoader):
+        torch.manual_seed(0)
+        loader = make(dataset, batch_size=5, shuffle=shuffle, num_workers=workers)
+        first = next(iter(loader))[0].clone()
+        after_iter = torch.rand(1).item()
+        batches = [batch[0].clone() for batch in loader]
+        draws.append((first, after_iter, batches, torch.rand(1).item()))
+    (first_t, iter_t, batches_t, end_t), (first_r, iter_r, batches_r, end_r) = draws
+    assert iter_r == iter_t and end_r == end_t
+    assert torch.equal(first_r, first_t)
+    assert all(torch.equal(a, b) for a, b in zip(batches_r, batches_t))
