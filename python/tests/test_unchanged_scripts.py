@@ -183,7 +183,7 @@ SPAWNING_SCRIPT = textwrap.dedent("""
     import torch.utils.data
 
     def which(rank, out):
-        loader = torch.utils.data.DataLoader(list(range(8)), batch_size=4)
+        loader = torch.utils.data.DataLoader(list(range(8)), batch_size=4, num_workers=2)
         total = sum(int(batch.sum()) for batch in loader)
         with open(f"{out}.{rank}", "w") as f:
             f.write(f"{type(loader).__module__} {total}")

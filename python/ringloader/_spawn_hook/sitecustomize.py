@@ -28,8 +28,20 @@ class _SwapAfterTorch(importlib.abc.MetaPathFinder):
 
         def exec_then_swap(module):
             real_exec(module)
-            from ringloader.__main__ import swap_dataloader
-            swap_dataloader()
+            # torch's import is still open here (its module lock held, its
+            # spec initialising): a zygote forked now would import torch a
+            # second time, half-way. So `import ringloader` starts none; the
+            # first loader with a Python dataset starts it.
+            before = os.environ.get("RINGLOADER_PRESTART")
+            os.environ["RINGLOADER_PRESTART"] = "0"
+            try:
+                from ringloader.__main__ import swap_dataloader
+                swap_dataloader()
+            finally:
+                if before is None:
+                    del os.environ["RINGLOADER_PRESTART"]
+                else:
+                    os.environ["RINGLOADER_PRESTART"] = before
 
         spec.loader.exec_module = exec_then_swap
         return spec
