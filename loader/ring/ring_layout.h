@@ -162,12 +162,16 @@ struct alignas(kCacheLine) WorkerControl {
   // when the worker dies or hangs inside a decoder.
   std::atomic<int64_t> current_sample;
   std::atomic<uint64_t> skipped;        // bad samples replaced (on_error=skip)
-  char padding[2 * kCacheLine - 88];
+  // Shards this worker fetched into the shard cache, and their bytes.
+  std::atomic<uint64_t> shard_fetches;
+  std::atomic<uint64_t> shard_bytes_fetched;
+  char padding[2 * kCacheLine - 104];
 };
 static_assert(std::is_standard_layout_v<WorkerControl>);
 static_assert(sizeof(WorkerControl) == 128);
 static_assert(offsetof(WorkerControl, read_ns) == 40);
 static_assert(offsetof(WorkerControl, current_sample) == 72);
+static_assert(offsetof(WorkerControl, shard_fetches) == 88);
 
 inline constexpr uint64_t kNoBatch = ~uint64_t{0};
 

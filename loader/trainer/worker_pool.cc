@@ -227,6 +227,24 @@ void WorkerPool::kill_worker(int index) {
   if (pids_[index] > 0) kill_group(pids_[index]);
 }
 
+void WorkerPool::add_worker() {
+  const int index = size();
+  if (static_cast<uint32_t>(index) >= ring_.geometry().worker_capacity) {
+    throw WorkerError("ringloader: cannot add worker " + std::to_string(index) +
+                      ": the ring was made for " +
+                      std::to_string(ring_.geometry().worker_capacity));
+  }
+  pids_.push_back(-1);
+  pidfds_.push_back(-1);
+  try {
+    respawn(index);
+  } catch (...) {
+    pids_.pop_back();
+    pidfds_.pop_back();
+    throw;
+  }
+}
+
 void WorkerPool::respawn(int index) {
   ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(index));
   control.ready.store(0, std::memory_order_relaxed);

@@ -50,6 +50,11 @@ class WorkerPool {
   // Starts a replacement for worker `index` (reaped) with the same command,
   // ring and configuration; its WorkerControl is reset, counters kept.
   void respawn(int index);
+  // Starts one more worker (index size()), e.g. chosen by the autotuner.
+  // Safe while batches are in flight: a new worker claims the next batch
+  // through the ring's claim word like any other. Throws WorkerError when
+  // the ring has no WorkerControl left for it (worker_capacity).
+  void add_worker();
   // Asks workers to stop, waits briefly, then kills what is left.
   void shutdown();
 
