@@ -156,6 +156,7 @@ void Loader::Impl::spawn(std::vector<std::string> command,
     trainer::AutotuneOptions tune;
     tune.start_workers = 1;
     tune.max_workers = trainer::worker_capacity(options_);
+    trainer::autotune_overrides_from_env(tune);
     autotune_ = std::make_unique<trainer::WorkerAutotune>(
         tune, [this] { pool_->add_worker(); }, [this] { return pool_->size(); });
   }

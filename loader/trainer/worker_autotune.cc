@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,16 @@ std::string format(const char* pattern, Values... values) {
 }
 
 }  // namespace
+
+void autotune_overrides_from_env(AutotuneOptions& options) {
+  if (const char* window = std::getenv("RINGLOADER_AUTOTUNE_WINDOW_S")) {
+    options.window_s = std::atof(window);
+    options.window_batches = 2;
+  }
+  if (const char* idle = std::getenv("RINGLOADER_AUTOTUNE_MIN_IDLE_CORES")) {
+    options.idle_cores_threshold = std::atof(idle);
+  }
+}
 
 AutotunePolicy::AutotunePolicy(AutotuneOptions options) : options_(options) {}
 

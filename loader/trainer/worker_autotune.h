@@ -43,6 +43,10 @@ struct AutotuneOptions {
   int64_t window_batches = 8;
 };
 
+// Test and bench knobs: $RINGLOADER_AUTOTUNE_WINDOW_S (window length; its
+// batch minimum drops to 2) and $RINGLOADER_AUTOTUNE_MIN_IDLE_CORES.
+void autotune_overrides_from_env(AutotuneOptions& options);
+
 // The policy alone, fed windows: deterministic, unit-tested.
 class AutotunePolicy {
  public:

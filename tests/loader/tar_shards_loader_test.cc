@@ -250,7 +250,11 @@ TEST_F(TarShardsLoader, SmallCacheEvictsAndStillGivesTheSameBytes) {
   TarShardOptions options;
   options.cache_dir = dir_ / "cache";
   options.cache_local = true;  // local shards through the cache too
-  options.cache_limit_bytes = std::filesystem::file_size(dir_ / "shards/train-0000.tar") * 2;
+  uint64_t largest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "shards")) {
+    largest = std::max<uint64_t>(largest, entry.file_size());
+  }
+  options.cache_limit_bytes = largest * 2;
   Dataset cached = Dataset::tar_shards({pattern_}, options);
   expect_same(run(cached, 2, 2), run(Dataset::tar_shards({pattern_}), 2, 2), "evicting");
   uint64_t kept = 0;
@@ -261,7 +265,9 @@ TEST_F(TarShardsLoader, SmallCacheEvictsAndStillGivesTheSameBytes) {
     ++copies;
   }
   EXPECT_GE(copies, 1);
-  EXPECT_LE(kept, options.cache_limit_bytes);
+  // A copy locked by another process during the last eviction pass (being
+  // fetched or opened) may stay past the limit.
+  EXPECT_LE(kept, options.cache_limit_bytes + largest);
 }
 
 TEST_F(TarShardsLoader, FailedFetchNamesShardStatusAndStderr) {
@@ -303,7 +309,13 @@ TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   options.max_auto_workers = 2;
   options.shuffle = true;
   options.seed = 77;
+  // Short windows and no idle-core condition: the second worker is added
+  // a few batches in, mid-epoch, whatever else runs on the machine.
+  setenv("RINGLOADER_AUTOTUNE_WINDOW_S", "0.002", 1);
+  setenv("RINGLOADER_AUTOTUNE_MIN_IDLE_CORES", "0", 1);
   Loader loader(shards, augmenting_pipeline(), options);
+  unsetenv("RINGLOADER_AUTOTUNE_WINDOW_S");
+  unsetenv("RINGLOADER_AUTOTUNE_MIN_IDLE_CORES");
   EpochRun automatic;
   for (int epoch = 0; epoch < 4; ++epoch) {
     loader.set_epoch(epoch);
@@ -331,7 +343,7 @@ TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
     added += decision.find(" -> ") != std::string::npos;
   }
   EXPECT_EQ(stats.workers, 1 + added);
-  EXPECT_LE(stats.workers, 2);
+  EXPECT_EQ(stats.workers, 2);  // the trainer only copies: it stalls on 1
   EXPECT_EQ(stats.ring_slots, 6);  // 2 x 2 workers + 2
 }
 
