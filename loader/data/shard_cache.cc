@@ -139,23 +139,37 @@ int ShardCache::open_cached(const std::string& url) const {
   return fd;
 }
 
-std::unique_ptr<FileInput> ShardCache::open(const std::string& url,
+int ShardCache::open_lock(const std::string& url) const {
+  int fd = ::open(path(url, ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    throw IoError("ringloader: shard cache " + options_.dir + ": " + errno_text());
+  }
+  return fd;
+}
+
+std::shared_ptr<FileInput> ShardCache::open(const std::string& url,
                                             uint64_t expected_bytes) {
+  Fd lock(open_lock(url));
+  // Shared: waits while another process (or thread) fetches this shard,
+  // and keeps the copy from eviction while it is open here.
+  flock_retrying(lock.fd, LOCK_SH);
   int fd = open_cached(url);
   if (fd >= 0) {
     hits_.fetch_add(1, std::memory_order_relaxed);
   } else {
-    Fd lock(::open(path(url, ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666));
-    if (lock.fd < 0) {
-      throw IoError("ringloader: shard cache " + options_.dir + ": " + errno_text());
-    }
-    // Waits while another process (or thread) fetches this shard.
-    flock_retrying(lock.fd, LOCK_EX);
+    flock_retrying(lock.fd, LOCK_EX);  // one fetcher; the others wait here
     fd = open_cached(url);
     if (fd < 0) fd = fetch_locked(url, expected_bytes);
     else hits_.fetch_add(1, std::memory_order_relaxed);
+    flock_retrying(lock.fd, LOCK_SH);  // waiters go on reading
   }
-  return std::make_unique<FileInput>(fd, url + " (cached in " + options_.dir + ")");
+  // (FileInput closes fd itself if it throws; `lock` unlocks on the way out.)
+  auto input = std::make_unique<FileInput>(fd, url + " (cached in " + options_.dir + ")");
+  const int held = lock.release();
+  return std::shared_ptr<FileInput>(input.release(), [held](FileInput* copy) {
+    delete copy;
+    close(held);  // releases the shared lock: the copy may be evicted now
+  });
 }
 
 bool ShardCache::prefetch(const std::string& url, uint64_t expected_bytes) {
@@ -250,8 +264,8 @@ uint64_t ShardCache::fetch_once(const std::string& url, uint64_t expected_bytes)
 }
 
 // Deletes least recently used copies until the folder fits the limit.
-// A copy whose lock is held (being fetched or opened) is skipped; `keep`
-// (just fetched) too.
+// A copy whose lock is held (being fetched, or open in a reader) is
+// skipped; `keep` (just fetched) too.
 void ShardCache::evict(const std::string& keep) const {
   Fd guard(::open((options_.dir + "/.evict.lock").c_str(),
                   O_RDWR | O_CREAT | O_CLOEXEC, 0666));
@@ -283,7 +297,7 @@ void ShardCache::evict(const std::string& keep) const {
     if (total <= options_.limit_bytes) break;
     if (copy.stem == keep) continue;
     Fd lock(::open((options_.dir + "/" + copy.stem + ".lock").c_str(),
-                   O_RDWR | O_CREAT | O_CLOEXEC, 0666));
+                   O_RDWR | O_CLOEXEC));
     if (lock.fd < 0 || flock(lock.fd, LOCK_EX | LOCK_NB) != 0) continue;
     if (unlink((options_.dir + "/" + copy.stem + kShard).c_str()) == 0) total -= copy.bytes;
   }

@@ -8,15 +8,16 @@
 //   <name>.part   the copy being fetched (only the holder of the lock writes)
 //   <name>.err    the command's stderr while it is fetched
 //   <name>.lock   flock: exclusive while fetching, so one process fetches a
-//                 shard and the others wait for it; the evictor needs it too
+//                 shard and the others wait for it; shared while a reader
+//                 has the copy open, so it is not evicted under its reader
+//                 (the evictor takes it exclusively, without waiting)
 //   .evict.lock   flock: one eviction pass at a time
 // A copy is used only after the command exited 0, the bytes were fsynced,
 // the tar walked to its end block (and its size matched the index when the
 // index knows it), and the rename into place: nothing half-written is ever
 // read as a shard. LRU: a copy's mtime is its last use; when the folder
-// holds more than limit_bytes, the oldest copies are deleted (a process
-// already reading one keeps its open descriptor; the space is freed when it
-// closes it).
+// holds more than limit_bytes, the oldest copies that no reader holds open
+// are deleted (so the folder can exceed the limit by the copies in use).
 //
 // Thread-safety: all methods may be called from any thread and process.
 #pragma once
@@ -52,11 +53,12 @@ class ShardCache {
   bool caches(const std::string& url) const;
 
   // The cached copy of `url`, open for reading, fetched first if absent
-  // (other processes fetching it are waited for). `expected_bytes` (0:
+  // (other processes fetching it are waited for). While the returned input
+  // lives, the copy is not evicted. `expected_bytes` (0:
   // unknown) is the shard's size from the index. Throws IoError naming the
   // shard, the command's exit status and the end of its stderr once
   // fetch_attempts tries failed or were cut short.
-  std::unique_ptr<FileInput> open(const std::string& url, uint64_t expected_bytes);
+  std::shared_ptr<FileInput> open(const std::string& url, uint64_t expected_bytes);
   // Fetches `url` unless it is cached; returns whether it fetched.
   bool prefetch(const std::string& url, uint64_t expected_bytes);
 
@@ -72,6 +74,8 @@ class ShardCache {
   std::string path(const std::string& url, const char* suffix) const;
   // Opens the complete copy, touching its mtime (LRU); -1 when absent.
   int open_cached(const std::string& url) const;
+  // The shard's lock file, open (not locked).
+  int open_lock(const std::string& url) const;
   // Under the shard's exclusive lock: fetched copy's fd, retrying.
   int fetch_locked(const std::string& url, uint64_t expected_bytes);
   // One try: command -> .part -> verify -> fsync -> rename. Returns the

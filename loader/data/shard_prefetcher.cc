@@ -8,7 +8,10 @@
 namespace ringloader::data {
 
 ShardPrefetcher::ShardPrefetcher(const TarIndex& index)
-    : index_(index), cache_(index.cache), thread_([this] { run(); }) {}
+    : index_(index), cache_(index.cache) {
+  const int threads = std::max(1, index.cache.prefetch_shards);
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { run(); });
+}
 
 ShardPrefetcher::~ShardPrefetcher() {
   {
@@ -16,7 +19,8 @@ ShardPrefetcher::~ShardPrefetcher() {
     stop_ = true;
   }
   wake_.notify_all();
-  thread_.join();  // a fetch in progress ends first (bounded by its command)
+  // A fetch in progress ends first (bounded by its command and retries).
+  for (std::thread& thread : threads_) thread.join();
 }
 
 void ShardPrefetcher::start(const std::vector<int64_t>& order, size_t first) {
@@ -36,7 +40,6 @@ void ShardPrefetcher::start(const std::vector<int64_t>& order, size_t first) {
     first_use_ = std::move(first_use);
     position_ = first;
     next_ = 0;
-    ++generation_;
   }
   wake_.notify_all();
 }
@@ -60,7 +63,7 @@ size_t ShardPrefetcher::reach() const {
 
 void ShardPrefetcher::wait_idle() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [this] { return stop_ || (!busy_ && next_ >= reach()); });
+  idle_.wait(lock, [this] { return stop_ || (busy_ == 0 && next_ >= reach()); });
 }
 
 void ShardPrefetcher::run() {
@@ -68,9 +71,8 @@ void ShardPrefetcher::run() {
   for (;;) {
     wake_.wait(lock, [this] { return stop_ || next_ < reach(); });
     if (stop_) return;
-    const uint64_t generation = generation_;
-    const int32_t shard = sequence_[next_];
-    busy_ = true;
+    const int32_t shard = sequence_[next_++];
+    ++busy_;
     lock.unlock();
     try {
       const std::string& url = index_.shards[static_cast<size_t>(shard)];
@@ -82,8 +84,7 @@ void ShardPrefetcher::run() {
       // Left to the worker that needs the shard: it retries and reports.
     }
     lock.lock();
-    busy_ = false;
-    if (generation == generation_) ++next_;
+    --busy_;
     idle_.notify_all();
   }
 }

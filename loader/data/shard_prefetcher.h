@@ -1,5 +1,6 @@
-// Fetches shards into the shard cache ahead of the epoch order, on a thread
-// of the trainer, so that workers find the shards they are about to read
+// Fetches shards into the shard cache ahead of the epoch order, on
+// prefetch_shards threads of the trainer (fetches overlap: an object
+// store's latency is paid once per window, not once per shard), so that workers find the shards they are about to read
 // already on local disk and the trainer never waits on a fetch in steady
 // state. It only warms the cache: a worker that reaches a shard first
 // fetches it itself (or waits for this thread's fetch of it, through the
@@ -57,10 +58,9 @@ class ShardPrefetcher {
   std::vector<size_t> first_use_;   // where each is first used in the order
   size_t position_ = 0;
   size_t next_ = 0;                 // next entry of sequence_ to fetch
-  uint64_t generation_ = 0;         // epochs started
-  bool busy_ = false;
+  int busy_ = 0;                    // fetches in progress
   bool stop_ = false;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace ringloader::data

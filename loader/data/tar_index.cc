@@ -110,7 +110,7 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
   std::unique_ptr<ShardCache> shard_cache;
   if (cache.enabled()) shard_cache = std::make_unique<ShardCache>(cache);
   for (size_t shard = 0; shard < index.shards.size(); ++shard) {
-    std::unique_ptr<ShardInput> input;
+    std::shared_ptr<ShardInput> input;
     if (shard_cache && shard_cache->caches(index.shards[shard])) {
       auto copy = shard_cache->open(index.shards[shard], 0);
       index.shard_bytes[shard] = copy->size();
