@@ -166,10 +166,13 @@ std::shared_ptr<FileInput> ShardCache::open(const std::string& url,
   // (FileInput closes fd itself if it throws; `lock` unlocks on the way out.)
   auto input = std::make_unique<FileInput>(fd, url + " (cached in " + options_.dir + ")");
   const int held = lock.release();
-  return std::shared_ptr<FileInput>(input.release(), [held](FileInput* copy) {
-    delete copy;
-    close(held);  // releases the shared lock: the copy may be evicted now
-  });
+  return std::shared_ptr<FileInput>(
+      input.release(), [held, options = options_](FileInput* copy) {
+        delete copy;
+        close(held);  // releases the shared lock: the copy may be evicted now
+        // Copies kept past the limit while in use go now.
+        evict(options, "");
+      });
 }
 
 bool ShardCache::prefetch(const std::string& url, uint64_t expected_bytes) {
@@ -186,7 +189,7 @@ int ShardCache::fetch_locked(const std::string& url, uint64_t expected_bytes) {
       fetches_.fetch_add(1, std::memory_order_relaxed);
       bytes_fetched_.fetch_add(bytes, std::memory_order_relaxed);
       int fd = open_cached(url);  // opened under the lock: eviction waits
-      evict(name_for(url));
+      evict(options_, name_for(url));
       if (fd < 0) throw IoError("cannot open the copy: " + errno_text());
       return fd;
     } catch (const IoError& error) {
@@ -266,7 +269,7 @@ uint64_t ShardCache::fetch_once(const std::string& url, uint64_t expected_bytes)
 // Deletes least recently used copies until the folder fits the limit.
 // A copy whose lock is held (being fetched, or open in a reader) is
 // skipped; `keep` (just fetched) too.
-void ShardCache::evict(const std::string& keep) const {
+void ShardCache::evict(const ShardCacheOptions& options_, const std::string& keep) {
   Fd guard(::open((options_.dir + "/.evict.lock").c_str(),
                   O_RDWR | O_CREAT | O_CLOEXEC, 0666));
   if (guard.fd < 0) return;

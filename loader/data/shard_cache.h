@@ -17,7 +17,8 @@
 // index knows it), and the rename into place: nothing half-written is ever
 // read as a shard. LRU: a copy's mtime is its last use; when the folder
 // holds more than limit_bytes, the oldest copies that no reader holds open
-// are deleted (so the folder can exceed the limit by the copies in use).
+// are deleted (so the folder can exceed the limit by the copies in use;
+// a reader closing a copy runs the pass again).
 //
 // Thread-safety: all methods may be called from any thread and process.
 #pragma once
@@ -81,7 +82,9 @@ class ShardCache {
   // One try: command -> .part -> verify -> fsync -> rename. Returns the
   // bytes, throws IoError with what went wrong.
   uint64_t fetch_once(const std::string& url, uint64_t expected_bytes);
-  void evict(const std::string& keep) const;
+  // Deletes least recently used copies that nobody holds until the folder
+  // fits the limit; `keep` (a name stem) stays.
+  static void evict(const ShardCacheOptions& options, const std::string& keep);
 
   ShardCacheOptions options_;
   std::atomic<int64_t> fetches_{0};

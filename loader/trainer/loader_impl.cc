@@ -158,7 +158,9 @@ void Loader::Impl::spawn(std::vector<std::string> command,
     tune.max_workers = trainer::worker_capacity(options_);
     trainer::autotune_overrides_from_env(tune);
     autotune_ = std::make_unique<trainer::WorkerAutotune>(
-        tune, [this] { pool_->add_worker(); }, [this] { return pool_->size(); });
+        tune, [this] { pool_->add_worker(); },
+        [this] { pool_->retire_worker(pool_->size() - 1); },
+        [this] { return pool_->live_workers(); });
   }
   trainer::RecoveryOptions recovery;
   recovery.hang_timeout_s = options_.hang_timeout_s;
@@ -455,7 +457,7 @@ LoaderStats Loader::Impl::stats() const {
     stats.transform_s += worker.transform_ns.load(std::memory_order_relaxed) * 1e-9;
     stats.slot_wait_s += worker.slot_wait_ns.load(std::memory_order_relaxed) * 1e-9;
   }
-  stats.workers = pool_ ? pool_->size() : 0;
+  stats.workers = pool_ ? pool_->live_workers() : 0;
   stats.ring_slots = options_.ring_slots;
   stats.ring_bytes = ring_->bytes();
   stats.ring_pinned = pin_.pinned();

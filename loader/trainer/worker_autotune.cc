@@ -50,9 +50,9 @@ AutotunePolicy::Action AutotunePolicy::decide(const AutotuneWindow& window, int 
     if (gain < options_.min_gain) {
       settled_ = true;
       why = "worker " + std::to_string(workers) + " raised throughput " +
-            format("%+.0f%% (%.0f -> %.0f samples/s): keeping ", gain * 100, before, rate) +
-            std::to_string(workers) + " workers, settled";
-      return Action::kSettle;
+            format("%+.0f%% (%.0f -> %.0f samples/s): back to ", gain * 100, before, rate) +
+            std::to_string(workers - 1) + " workers, settled";
+      return Action::kRetire;
     }
   }
   std::string reason;
@@ -110,9 +110,11 @@ double IdleCores::sample() {
 }
 
 WorkerAutotune::WorkerAutotune(AutotuneOptions options, std::function<void()> add_worker,
+                               std::function<void()> retire_worker,
                                std::function<int()> workers)
     : policy_(options),
       add_worker_(std::move(add_worker)),
+      retire_worker_(std::move(retire_worker)),
       workers_(std::move(workers)),
       options_(options) {
   start_window(0);
@@ -143,6 +145,7 @@ void WorkerAutotune::on_batch(int64_t samples, uint64_t trainer_wait_ns) {
   const int workers = workers_();
   AutotunePolicy::Action action = policy_.decide(window, workers, why);
   if (action == AutotunePolicy::Action::kAdd) add_worker_();
+  if (action == AutotunePolicy::Action::kRetire) retire_worker_();
   if (!why.empty()) record(why);
   start_window(trainer_wait_ns);
 }

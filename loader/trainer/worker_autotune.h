@@ -4,15 +4,15 @@
 // for a batch / wall time), the machine's idle cores (/proc/stat) and the
 // throughput (samples handed out per second), and:
 //   * after adding a worker, skips one window (the worker starts), then
-//     compares the throughput with the one before: below +min_gain, it stops
-//     adding for good (settled);
+//     compares the throughput with the one before: below +min_gain, it
+//     retires that worker again and stops for good (settled);
 //   * adds a worker when the trainer stalls (> stall_threshold) and at
 //     least idle_cores_threshold cores are idle;
 //   * stops at max_workers.
-// Workers are only added, never removed: a worker that is not needed waits
-// for a free slot on a futex and costs no CPU. Adding is safe mid-epoch:
-// batches are claimed through one CAS on the ring's claim word by whoever
-// comes, and a batch's bytes depend only on (seed, epoch, sample).
+// Adding is safe mid-epoch: batches are claimed through one CAS on the
+// ring's claim word by whoever comes, and a batch's bytes depend only on
+// (seed, epoch, sample). Retiring too: the worker claims nothing more,
+// finishes the batch it holds and exits (WorkerControl::retire).
 //
 // Thread-safety: used by the thread that calls Loader::next() only.
 #pragma once
@@ -50,7 +50,7 @@ void autotune_overrides_from_env(AutotuneOptions& options);
 // The policy alone, fed windows: deterministic, unit-tested.
 class AutotunePolicy {
  public:
-  enum class Action { kKeep, kAdd, kSettle };
+  enum class Action { kKeep, kAdd, kRetire, kSettle };
   explicit AutotunePolicy(AutotuneOptions options);
   // Decides on one window with `workers` running; `why` says what and why
   // when the decision (or the reason to keep) changed, else stays empty.
@@ -79,9 +79,10 @@ class IdleCores {
 
 class WorkerAutotune {
  public:
-  // `add_worker` starts one more worker; `workers` tells how many run.
+  // `add_worker` starts one more worker, `retire_worker` retires the one
+  // added last; `workers` tells how many run.
   WorkerAutotune(AutotuneOptions options, std::function<void()> add_worker,
-                 std::function<int()> workers);
+                 std::function<void()> retire_worker, std::function<int()> workers);
   // After each batch the trainer hands out: its sample count and the
   // trainer's total wait so far.
   void on_batch(int64_t samples, uint64_t trainer_wait_ns);
@@ -93,6 +94,7 @@ class WorkerAutotune {
 
   AutotunePolicy policy_;
   std::function<void()> add_worker_;
+  std::function<void()> retire_worker_;
   std::function<int()> workers_;
   AutotuneOptions options_;
   IdleCores idle_;

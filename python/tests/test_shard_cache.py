@@ -3,6 +3,7 @@ commands that count their runs are fetched once per node, also by two
 loaders in two processes sharing the folder; a failing fetch names the
 shard, the exit status and stderr; "auto" gives the same bytes as a fixed
 worker count."""
+import gc
 import os
 import subprocess
 import sys
@@ -99,6 +100,7 @@ def test_small_cache_limit_evicts_and_keeps_the_bytes(shard_dir):
     ours, _ = two_epochs(cached, 2)
     same(ours, two_epochs(ringloader.datasets.TarShards(pattern, PIPELINE,
                                                          shuffle_buffer=4), 2)[0])
+    gc.collect()  # the loaders (an iterator cycle) and their workers are gone
     kept = sum(p.stat().st_size for p in (shard_dir / "cache").glob("*.shard"))
     # A copy whose lock another process held during the last eviction pass
     # (fetching or opening it) may stay past the limit, one at most here.
@@ -126,7 +128,8 @@ def test_auto_workers_give_the_same_bytes_as_fixed(shard_dir):
     same(ours, [b for _ in range(3) for b in batches(fixed)])
     stats = auto.stats()
     added = sum(" -> " in d for d in stats["autotune_decisions"])
-    assert stats["workers"] == 1 + added <= 2
+    retired = sum("back to" in d for d in stats["autotune_decisions"])
+    assert 1 <= stats["workers"] == 1 + added - retired <= 2
 
 
 def test_auto_workers_are_refused_where_they_cannot_work():

@@ -338,12 +338,13 @@ TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   }
   expect_same(automatic, reference, "auto vs 2 workers");
   LoaderStats stats = loader.stats();
-  int added = 0;
+  int added = 0, retired = 0;
   for (const std::string& decision : stats.autotune_decisions) {
     added += decision.find(" -> ") != std::string::npos;
+    retired += decision.find("back to") != std::string::npos;
   }
-  EXPECT_EQ(stats.workers, 1 + added);
-  EXPECT_EQ(stats.workers, 2);  // the trainer only copies: it stalls on 1
+  EXPECT_EQ(added, 1);  // the trainer only copies: it stalls on 1 worker
+  EXPECT_EQ(stats.workers, 1 + added - retired);
   EXPECT_EQ(stats.ring_slots, 6);  // 2 x 2 workers + 2
 }
 

@@ -1,7 +1,8 @@
 // The autotuner's policy on synthetic windows: it adds workers while the
 // trainer stalls and cores are idle, skips the window a new worker starts
 // in, settles once a worker adds less than min_gain, and stops at the most
-// workers allowed; it says why once per change.
+// workers allowed; it says why once per change. A worker that did not pay
+// is retired again.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -39,9 +40,9 @@ TEST(AutotunePolicy, AddsWhileItPaysThenSettles) {
   EXPECT_TRUE(why.empty());
   EXPECT_EQ(policy.decide(window(190, 0.3, 2.0), 2, why), Action::kAdd);  // +90%
   EXPECT_EQ(policy.decide(window(190, 0.3, 2.0), 3, why), Action::kKeep);
-  // The third worker added 5%: settle at 3.
-  EXPECT_EQ(policy.decide(window(200, 0.25, 1.0), 3, why), Action::kSettle);
-  EXPECT_NE(why.find("keeping 3 workers"), std::string::npos) << why;
+  // The third worker added 5%: it goes again, settled at 2.
+  EXPECT_EQ(policy.decide(window(200, 0.25, 1.0), 3, why), Action::kRetire);
+  EXPECT_NE(why.find("back to 2 workers"), std::string::npos) << why;
   EXPECT_TRUE(policy.settled());
   EXPECT_EQ(policy.decide(window(10, 0.9, 4.0), 3, why), Action::kKeep);
   EXPECT_TRUE(why.empty());
@@ -81,7 +82,7 @@ TEST(WorkerAutotune, CallsAddAndRecordsDecisions) {
   o.window_s = 0;  // every window_batches batches
   o.window_batches = 2;
   int workers = 1;
-  WorkerAutotune tune(o, [&] { ++workers; }, [&] { return workers; });
+  WorkerAutotune tune(o, [&] { ++workers; }, [&] { --workers; }, [&] { return workers; });
   // A trainer that only waits: every window is all stall.
   uint64_t waited = 0;
   for (int batch = 0; batch < 40 && workers < 3; ++batch) {
