@@ -301,6 +301,24 @@ TEST_F(TarShardsLoader, FailedFetchNamesShardStatusAndStderr) {
   EXPECT_EQ(n, 1 + 3);  // indexing, then fetch_attempts tries
 }
 
+TEST_F(TarShardsLoader, StateResumesWithOrWithoutTheCache) {
+  TarShardOptions cached_options;
+  cached_options.cache_dir = dir_ / "cache";
+  Dataset cached = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"}, cached_options);
+  Dataset plain = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"});
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 1;
+  options.shuffle = true;
+  Loader first(cached, augmenting_pipeline(), options);
+  first.begin_epoch();
+  first.next();
+  first.next();
+  LoaderState state = first.state_dict();
+  Loader resumed(plain, augmenting_pipeline(), options);
+  EXPECT_NO_THROW(resumed.load_state_dict(state));
+}
+
 TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   Dataset shards = Dataset::tar_shards({pattern_}, TarShardOptions{5});
   LoaderOptions options;
