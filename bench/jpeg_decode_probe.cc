@@ -16,6 +16,11 @@
 //   roi         decode only the crop box: jpeg_crop_scanline to the box's
 //               columns, jpeg_skip_scanlines to its top row, read its rows,
 //               then stop (rows below the box are never entropy-decoded)
+//   roi_entropy jpeg_skip_scanlines down to the box's last row: the Huffman
+//               decoding that any exact decoder of the box must do, since a
+//               baseline JPEG without restart markers can only be entropy-
+//               decoded from its first row (the floor under roi)
+//   header      jpeg_read_header alone (markers, tables)
 //   half        the full image at 1/2 scale (DCT-domain scaling), for boxes
 //               at least 2 x 224 on both sides; PIL's draft() does this
 // and checks that roi's pixels equal full's pixels inside the box.
@@ -83,7 +88,7 @@ Box rrc_box(int height, int width, std::mt19937& rng) {
   return {(height - h) / 2, (width - w) / 2, h, w};
 }
 
-enum class Mode { kFull, kEntropy, kRoi, kHalf };
+enum class Mode { kFull, kEntropy, kRoi, kHalf, kRoiEntropy, kHeader };
 
 // Decodes `data` per `mode`; fills `out` (RGB rows of the box for kRoi, the
 // whole image otherwise) and returns false on a libjpeg error.
@@ -100,6 +105,10 @@ bool decode(const std::vector<unsigned char>& data, Mode mode, const Box& box,
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, data.data(), data.size());
   jpeg_read_header(&cinfo, TRUE);
+  if (mode == Mode::kHeader) {
+    jpeg_destroy_decompress(&cinfo);
+    return true;
+  }
   cinfo.out_color_space = JCS_RGB;
   cinfo.dct_method = JDCT_ISLOW;
   cinfo.do_fancy_upsampling = TRUE;
@@ -110,14 +119,15 @@ bool decode(const std::vector<unsigned char>& data, Mode mode, const Box& box,
   jpeg_start_decompress(&cinfo);
   const int width = cinfo.output_width, height = cinfo.output_height;
   out_left = 0;
-  if (mode == Mode::kEntropy) {
+  if (mode == Mode::kEntropy || mode == Mode::kRoiEntropy) {
     // Skipping to the very end returns at once, so skip all but the last
     // row and read that one (a single iMCU row is fully decoded).
+    const int last = mode == Mode::kEntropy ? height : box.top + box.height;
     out.resize(static_cast<size_t>(width) * 3);
-    jpeg_skip_scanlines(&cinfo, height - 1);
+    jpeg_skip_scanlines(&cinfo, last - 1);
     JSAMPROW row = out.data();
     jpeg_read_scanlines(&cinfo, &row, 1);
-    jpeg_finish_decompress(&cinfo);
+    jpeg_abort_decompress(&cinfo);
     jpeg_destroy_decompress(&cinfo);
     return true;
   }
@@ -175,14 +185,17 @@ int main(int argc, char** argv) {
     jpeg_destroy_decompress(&cinfo);
   }
   std::vector<unsigned char> out, full;
-  double seconds[4] = {0, 0, 0, 0};
+  double seconds[6] = {0, 0, 0, 0, 0, 0};
   int half_eligible = 0;
   double box_area = 0;
+  double bytes = 0;
+  for (const auto& data : encoded) bytes += static_cast<double>(data.size());
   long mismatched = 0;
   for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms up
     for (size_t i = 0; i < encoded.size(); ++i) {
       int left = 0;
-      for (Mode mode : {Mode::kFull, Mode::kEntropy, Mode::kRoi}) {
+      for (Mode mode : {Mode::kFull, Mode::kEntropy, Mode::kRoi, Mode::kRoiEntropy,
+                        Mode::kHeader}) {
         const double start = thread_cpu_s();
         if (!decode(encoded[i], mode, boxes[i], out, left)) {
           std::fprintf(stderr, "decode failed: image %zu\n", i);
@@ -223,11 +236,13 @@ int main(int argc, char** argv) {
   const double n = static_cast<double>(encoded.size());
   std::printf(
       "{\"workload\": \"jpeg-probe\", \"images\": %zu, \"mean_box_area_fraction\": %.3f, "
-      "\"cpu_us_per_image\": {\"full\": %.1f, \"entropy_only\": %.1f, \"roi\": %.1f}, "
+      "\"cpu_us_per_image\": {\"full\": %.1f, \"entropy_only\": %.1f, \"roi\": %.1f, "
+      "\"roi_entropy\": %.1f, \"header\": %.1f}, \"mean_bytes\": %.0f, "
       "\"half_scale_eligible\": %d, \"half_scale_us_per_eligible_image\": %.1f, "
       "\"roi_pixels_differing_from_full\": %ld}\n",
       encoded.size(), box_area / n, seconds[0] / n * 1e6, seconds[1] / n * 1e6,
-      seconds[2] / n * 1e6, half_eligible,
+      seconds[2] / n * 1e6, seconds[4] / n * 1e6, seconds[5] / n * 1e6, bytes / n,
+      half_eligible,
       half_eligible ? seconds[3] / half_eligible * 1e6 : 0.0, mismatched);
   return 0;
 }

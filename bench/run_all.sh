@@ -127,4 +127,11 @@ if [[ -x "$BUILD/ringloader-tar-bench" && -x "$BUILD/ringloader-shard" ]]; then
     --epochs "$JPEG_EPOCHS" --rounds "$REPEAT"
 fi
 
+echo "== ImageNet-sized photos through the Python face (torch / exact / fast)"
+INET="$DATA/imagenet-${PHOTO_CLASSES}x${PHOTO_PER_CLASS}"
+"$PY" "$HERE/make_photo_folder.py" "$INET" --preset imagenet --classes "$PHOTO_CLASSES" \
+  --per-class "$PHOTO_PER_CLASS"
+"$PY" "$HERE/photo_speed.py" --build "$BUILD" --rounds "$REPEAT" \
+  --corpus "imagenet=$INET" --corpus "uniform=$PHOTOS" | tee "$OUT/photo_speed.txt"
+
 "$PY" "$HERE/report.py" "$OUT" | tee "$OUT/results.md"

@@ -8,6 +8,11 @@
 // the written order, 6+ digits) plus <n>.cls holding its class index as
 // text. Class names go to <first shard's folder>/classes.txt, one a line.
 // A shard ends before it would pass --max-count samples or --max-size bytes.
+//
+// --max-side N re-encodes photos whose longer side exceeds N px, shrunk to
+// N (FFCV's max_resolution); --quality Q (default 90) is their JPEG quality,
+// and --reencode-all re-encodes every JPEG at Q. Both change pixels: see
+// docs/transforms.md for the measured cost. Without them bytes are copied.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -25,6 +30,7 @@
 #include "loader/data/tar_writer.h"
 #include "loader/sampler/sampler.h"
 #include "ringloader/errors.h"
+#include "tools/shard_reencode.h"
 
 namespace {
 
@@ -37,11 +43,13 @@ struct Arguments {
   uint64_t max_size = uint64_t{3} << 30;
   bool shuffle = false;
   uint64_t seed = 0;
+  ringloader::tools::ReencodeOptions reencode;
 };
 
 const char kUsage[] =
     "usage: ringloader-shard ROOT OUT_PATTERN [--max-count N] "
     "[--max-size BYTES] [--shuffle] [--seed S]\n"
+    "       [--max-side PX] [--quality Q] [--reencode-all]\n"
     "  OUT_PATTERN holds one printf integer, e.g. 'out/train-%06d.tar'\n";
 
 int64_t parse_positive(const char* text, const char* option) {
@@ -76,6 +84,14 @@ Arguments parse(int argc, char** argv) {
     else if (arg == "--max-size") args.max_size = parse_positive(value(), "--max-size");
     else if (arg == "--shuffle") args.shuffle = true;
     else if (arg == "--seed") args.seed = std::strtoull(value(), nullptr, 10);
+    else if (arg == "--max-side") {
+      args.reencode.max_side = static_cast<int>(parse_positive(value(), "--max-side"));
+    } else if (arg == "--quality") {
+      args.reencode.quality = static_cast<int>(parse_positive(value(), "--quality"));
+      if (args.reencode.quality > 100) throw OptionError("--quality must be 1..100");
+    } else if (arg == "--reencode-all") {
+      args.reencode.reencode_all = true;
+    }
     else if (arg == "-h" || arg == "--help") throw OptionError("");
     else if (!arg.empty() && arg[0] == '-') throw OptionError("unknown option " + arg);
     else positional.push_back(arg);
@@ -129,9 +145,14 @@ int run(const Arguments& args) {
   int shards = 0;
   int64_t in_shard = 0;
   std::vector<uint8_t> bytes;
+  int64_t reencoded = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
   for (int64_t position = 0; position < n; ++position) {
     const auto& sample = scan.samples[order[position]];
     ringloader::data::read_file(sample.path, bytes);
+    bytes_in += bytes.size();
+    reencoded += ringloader::tools::reencode_photo(bytes, sample.path, args.reencode);
+    bytes_out += bytes.size();
     std::string label = std::to_string(sample.label);
     uint64_t cost = 2 * ringloader::data::kTarBlock +
                     ringloader::data::tar_padded(bytes.size()) +
@@ -153,6 +174,11 @@ int run(const Arguments& args) {
   std::printf("ringloader-shard: %lld samples, %zu classes -> %d shards (%s)\n",
               static_cast<long long>(n), scan.classes.size(), shards,
               shard_name(args.pattern, 0).c_str());
+  if (args.reencode.active()) {
+    std::printf("ringloader-shard: re-encoded %lld photos; %.1f KiB -> %.1f KiB per sample\n",
+                static_cast<long long>(reencoded), bytes_in / 1024.0 / std::max<int64_t>(1, n),
+                bytes_out / 1024.0 / std::max<int64_t>(1, n));
+  }
   return 0;
 }
 

@@ -195,7 +195,10 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
     params.finish();
   }
   const bool has_tensor_op = tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor;
-  if (fast && has_tensor_op && last_image_op >= 0 &&
+  // A flip right before the tensor write is fused into it (it reads each row
+  // backwards): the same bytes with one pass over the pixels fewer, so exact
+  // mode does it too.
+  if (has_tensor_op && last_image_op >= 0 &&
       ops[last_image_op].name == "RandomHorizontalFlip") {
     tensor_stage_->fused_flip_p = OpParams(ops[last_image_op], last_image_op).number("p");
     image_ops_.pop_back();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,28 @@ struct TarShardOptions {
   int fetch_attempts = 3;
 };
 
+// One dataset of a weighted mix (Dataset::mix): its samples, the samples
+// it gives per epoch, and its tar shards (0 for files).
+struct MixPart {
+  int64_t size = 0;
+  int64_t choose = 0;
+  int64_t shards = 0;
+};
+
+// How a mix sizes its epoch (Dataset::mix).
+struct MixOptions {
+  // Samples per epoch over all ranks, split over the datasets by weight
+  // (Mosaic Streaming's `epoch_size` with `proportion`). Default: 0, the
+  // datasets' total size.
+  int64_t epoch_size = 0;
+};
+
+// Samples per epoch of each part of a mix with these sizes and weights
+// (what Dataset::mix gives each part; for mixes of Python datasets).
+// Throws OptionError for non-positive weights or empty parts.
+std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
+                                const std::vector<double>& weights, int64_t epoch_size);
+
 class Dataset {
  public:
   // torchvision.datasets.ImageFolder: root/<class>/<image>; classes are the
@@ -99,7 +122,23 @@ class Dataset {
   static Dataset tar_shards(const std::vector<std::string>& urls,
                             const TarShardOptions& options = {});
 
+  // A weighted mix (Mosaic Streaming's `proportion` semantics): each epoch
+  // has options.epoch_size samples (default: the parts' total size), of
+  // which part p gives round(epoch_size * weight_p / sum of weights)
+  // (largest remainder, so the counts sum up): whole shuffled passes over
+  // it plus the head of one more, drawn per (seed, epoch) and interleaved
+  // (see docs/distributed.md "Weighted mixing"). Sample indices are the
+  // parts' concatenation (part 1's first sample is part 0's size). Parts
+  // must be all file-backed (image_folder / file_list) or all tar shards,
+  // of one color mode; other combinations (IDX, folders with tar) throw
+  // OptionError, as do non-positive weights and empty parts. Labels are
+  // kept as each part has them. Thread-safety: a plain value, like Dataset.
+  static Dataset mix(const std::vector<std::pair<Dataset, double>>& parts,
+                     const MixOptions& options = {});
+
   int64_t size() const;
+  // A mix's parts (empty for any other dataset).
+  const std::vector<MixPart>& mix_parts() const { return mix_; }
   // Class names for image_folder (index = label); empty otherwise.
   const std::vector<std::string>& classes() const { return classes_; }
   ColorMode color_mode() const { return mode_; }
@@ -123,6 +162,7 @@ class Dataset {
  private:
   enum class Kind { kFiles, kIdx, kTar };
   static Dataset from_tar_index(data::TarIndex index, ColorMode mode);
+  static Dataset concat_tar(const std::vector<std::pair<Dataset, double>>& parts);
 
   Kind kind_ = Kind::kFiles;
   ColorMode mode_ = ColorMode::kRGB;
@@ -134,6 +174,7 @@ class Dataset {
   std::shared_ptr<const data::TarIndex> tar_;
   std::vector<int64_t> shard_sizes_;
   int64_t shuffle_buffer_ = 0;
+  std::vector<MixPart> mix_;
 };
 
 }  // namespace ringloader

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "ringloader/dataset.h"
+
 namespace ringloader {
 
 struct ExternalWorkers {
@@ -25,6 +27,9 @@ struct ExternalWorkers {
   int64_t dataset_size = 0;
   // Bytes of one sample in the slot. A batch's slot holds batch_size of them.
   uint64_t sample_bytes = 0;
+  // A weighted mix over these samples (Dataset::mix's parts, shards 0):
+  // the built-in sampler then draws each epoch from it. Default: empty.
+  std::vector<MixPart> mix;
 };
 
 // One worker's connection to the ring it was spawned with.

@@ -210,12 +210,28 @@ struct LoaderStats {
   std::string to_string() const;
 };
 
+// One stretch of an epoch run at one world size, in an elastic resume: the
+// batches each of its ranks handed out (batches.size() == world_size).
+struct ElasticStage {
+  int64_t world_size = 1;
+  std::vector<int64_t> batches;
+};
+
 // Where a Loader is in its epochs, between two batches: enough for a fresh
 // Loader with the same configuration to go on with the remaining batches of
 // the epoch, byte for byte, then the next epochs as usual (like torchdata's
 // StatefulDataLoader). Plain data; to_json() / from_json() for checkpoints.
+//
+// Elastic resume (docs/distributed.md): a state saved at world size W also
+// restores into a Loader of world size W' != W. Ranks run in lockstep, so
+// the samples the whole job consumed follow from (seed, epoch, W, the
+// batches each rank took, `elastic`): the W' ranks split what is left of
+// the epoch, every sample of it is delivered once (padding aside) and
+// their batch counts are equal. One rank's state is enough when all ranks
+// took the same number of batches (lockstep); merge() the states of all
+// ranks to record each rank's own count.
 struct LoaderState {
-  static constexpr int kVersion = 1;
+  static constexpr int kVersion = 2;
   int version = kVersion;
   int64_t epoch = 0;             // the epoch in progress, or the next one
   int64_t batches_consumed = 0;  // batches of `epoch` already handed out
@@ -223,20 +239,38 @@ struct LoaderState {
   // The configuration the position is only meaningful for.
   uint64_t seed = 0;
   int64_t dataset_size = 0;
-  // batch_size, shuffle, drop_last, rank, world_size and a hash of the
-  // dataset description and pipeline, as text (num_workers is not in it:
-  // bytes do not depend on it, so a job may resume with other workers).
+  // The saver's rank and world size.
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  // batch_size, shuffle, drop_last and a hash of the dataset description
+  // and pipeline, as text (num_workers is not in it: bytes do not depend on
+  // it, so a job may resume with other workers; nor are rank and world
+  // size: a state restores into another world size).
   std::string options_fingerprint;
   // The epoch's order when it came from set_order() (a caller's sampler);
   // empty for the built-in sampler, which recomputes it from the seed.
   std::vector<int64_t> order;
-  // Hash of the epoch's whole order: a resumed epoch whose order differs
-  // (a sampler that cannot be reproduced) is refused, not silently mixed.
+  // Hash of the saver's whole order for the epoch: a resumed epoch whose
+  // order differs (a sampler that cannot be reproduced) is refused.
   uint64_t order_hash = 0;
+  // Earlier world sizes within `epoch` (elastic resumes), oldest first;
+  // this state's own stage (world_size, batches_consumed) follows them.
+  std::vector<ElasticStage> elastic;
+  // Batches each rank of world_size handed out in this stage, when the
+  // states of all ranks were merged; empty: every rank took
+  // batches_consumed (lockstep).
+  std::vector<int64_t> rank_batches;
 
   nlohmann::json to_json() const;
-  // Throws OptionError for a malformed state or another version.
+  // Throws OptionError for a malformed state or an unknown version
+  // (version 1 states, saved before elastic resume, are read).
   static LoaderState from_json(const nlohmann::json& state);
+  // One state from the states of all ranks of one job (any order): checks
+  // that they are one world size's ranks 0..W-1, once each, at one epoch
+  // and elastic history, and records each rank's batch count in
+  // rank_batches. Throws OptionError naming the rank or field that
+  // disagrees.
+  static LoaderState merge(const std::vector<LoaderState>& states);
 };
 
 class Loader {
@@ -271,7 +305,13 @@ class Loader {
   // another epoch afterwards drops the position. Throws OptionError when the
   // state belongs to another configuration (seed, dataset, batch size,
   // shuffle, drop_last, rank, world_size, pipeline), naming what differs.
+  // A state of another world size (or rank) resumes elastically: this
+  // rank's order for the rest of the epoch is its share of the samples no
+  // rank consumed (see LoaderState); later epochs are this world size's.
+  // Orders from set_order() cannot move to another world size (OptionError).
   void load_state_dict(const LoaderState& state);
+  // The states of all ranks (LoaderState::merge, then as above).
+  void load_state_dict(const std::vector<LoaderState>& states);
 
   // Batches per epoch (len(DataLoader)).
   int64_t size() const;
@@ -342,5 +382,10 @@ class Loader {
 // batch_size) iterates, for callers that iterate a dataset themselves.
 std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
                                  int64_t epoch);
+// The same for a mix (Dataset::mix_parts(), shards 0) and after elastic
+// stages of the epoch (LoaderState::elastic plus the saved stage).
+std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
+                                 int64_t epoch, const std::vector<MixPart>& mix,
+                                 const std::vector<ElasticStage>& history);
 
 }  // namespace ringloader

@@ -124,10 +124,31 @@ int64_t Dataset::size() const {
   return kind_ == Kind::kIdx ? idx_count_ : static_cast<int64_t>(files_.size());
 }
 
+namespace {
+
+nlohmann::json mix_json(const std::vector<MixPart>& parts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const MixPart& part : parts) out.push_back({part.size, part.choose, part.shards});
+  return out;
+}
+
+std::vector<MixPart> mix_from_json(const nlohmann::json& description) {
+  std::vector<MixPart> parts;
+  if (!description.contains("mix")) return parts;
+  for (const auto& part : description.at("mix")) {
+    parts.push_back({part.at(0).get<int64_t>(), part.at(1).get<int64_t>(),
+                     part.at(2).get<int64_t>()});
+  }
+  return parts;
+}
+
+}  // namespace
+
 nlohmann::json Dataset::to_json() const {
   nlohmann::json out;
+  if (!mix_.empty()) out["mix"] = mix_json(mix_);
   if (kind_ == Kind::kTar) {
-    out = tar_->to_json();
+    out.update(tar_->to_json());
     out["kind"] = "tar";
     out["mode"] = mode_name(mode_);
     return out;
@@ -159,8 +180,11 @@ Dataset Dataset::from_json(const nlohmann::json& description) {
   Dataset dataset;
   dataset.mode_ = mode_from_name(description.at("mode").get<std::string>());
   if (description.at("kind") == "tar") {
-    return from_tar_index(data::TarIndex::from_json(description), dataset.mode_);
+    Dataset tar = from_tar_index(data::TarIndex::from_json(description), dataset.mode_);
+    tar.mix_ = mix_from_json(description);
+    return tar;
   }
+  dataset.mix_ = mix_from_json(description);
   if (description.at("kind") == "idx") {
     dataset.kind_ = Kind::kIdx;
     dataset.idx_images_ = description.at("images").get<std::string>();

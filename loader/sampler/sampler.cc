@@ -46,8 +46,18 @@ Sampler::Sampler(const SamplerOptions& options) : options_(options) {
   if (options.dataset_size <= 0) throw IoError("ringloader: the dataset is empty");
 }
 
+int64_t Sampler::epoch_length() const {
+  return options_.mix.empty() ? options_.dataset_size : mix_length(options_.mix);
+}
+
+ShareLayout Sampler::layout() const {
+  bool sharded = !options_.shard_sizes.empty();
+  for (const MixStream& stream : options_.mix) sharded |= !stream.shard_sizes.empty();
+  return sharded ? ShareLayout::kContiguous : ShareLayout::kInterleaved;
+}
+
 int64_t Sampler::samples_per_epoch() const {
-  const int64_t n = options_.dataset_size;
+  const int64_t n = epoch_length();
   const int64_t world = options_.world_size;
   int64_t per_rank = (n + world - 1) / world;  // padded like DistributedSampler
   if (options_.drop_last) {
@@ -60,7 +70,12 @@ int64_t Sampler::batches_per_epoch() const {
   return (samples_per_epoch() + options_.batch_size - 1) / options_.batch_size;
 }
 
-void Sampler::permutation(uint64_t epoch, std::vector<int64_t>& out) const {
+void Sampler::global_order(uint64_t epoch, std::vector<int64_t>& out) const {
+  if (!options_.mix.empty()) {
+    mix_order(options_.mix, options_.shuffle, options_.shuffle_buffer, options_.seed,
+              epoch, out);
+    return;
+  }
   if (options_.shuffle && !options_.shard_sizes.empty()) {
     shard_shuffle_order(options_.shard_sizes, options_.shuffle_buffer,
                         options_.seed, epoch, out);
@@ -82,20 +97,21 @@ std::vector<int64_t> Sampler::order(uint64_t epoch) const {
 
 void Sampler::order_into(uint64_t epoch, std::vector<int64_t>& out,
                          std::vector<int64_t>& scratch) const {
-  permutation(epoch, scratch);
+  global_order(epoch, scratch);
   const int64_t world = options_.world_size;
-  const int64_t padded = (options_.dataset_size + world - 1) / world * world;
+  const int64_t length = epoch_length();
+  const int64_t padded = (length + world - 1) / world * world;
   out.clear();
-  if (!options_.shard_sizes.empty()) {
+  if (layout() == ShareLayout::kContiguous) {
     // Sharded data: each rank takes one contiguous stretch of the order, so
     // a rank reads about 1/world of the shards instead of a slice of each.
     const int64_t per_rank = padded / world;
     for (int64_t i = options_.rank * per_rank; i < (options_.rank + 1) * per_rank; ++i) {
-      out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
+      out.push_back(scratch[static_cast<size_t>(i % length)]);
     }
   } else {
     for (int64_t i = options_.rank; i < padded; i += world) {
-      out.push_back(scratch[static_cast<size_t>(i % options_.dataset_size)]);
+      out.push_back(scratch[static_cast<size_t>(i % length)]);
     }
   }
   out.resize(static_cast<size_t>(samples_per_epoch()));

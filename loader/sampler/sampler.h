@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "loader/sampler/elastic.h"
+#include "loader/sampler/mix_order.h"
+
 namespace ringloader::sampler {
 
 struct SamplerOptions {
@@ -24,13 +27,25 @@ struct SamplerOptions {
   // `shuffle_buffer` (see shard_order.h) instead of a full permutation.
   std::vector<int64_t> shard_sizes;
   int64_t shuffle_buffer = 0;
+  // A weighted mix (mix_order.h): the dataset is the streams'
+  // concatenation and each epoch draws sum(choose) samples from it. Empty:
+  // every sample once per epoch.
+  std::vector<MixStream> mix;
 };
 
 class Sampler {
  public:
   explicit Sampler(const SamplerOptions& options);
 
+  // Samples of one epoch over all ranks, before padding: the dataset size,
+  // or a mix's sum of `choose`.
+  int64_t epoch_length() const;
+  // How ranks split the epoch: contiguous stretches for sharded data.
+  ShareLayout layout() const;
+  // The epoch's order over all ranks, before sharding and padding.
+  void global_order(uint64_t epoch, std::vector<int64_t>& out) const;
   // Samples this rank sees per epoch (after padding / drop_last trimming).
+  const SamplerOptions& options() const { return options_; }
   int64_t samples_per_epoch() const;
   int64_t batches_per_epoch() const;
   // Dataset indices for `epoch`, in delivery order; batch j holds entries
@@ -42,7 +57,6 @@ class Sampler {
                   std::vector<int64_t>& scratch) const;
 
  private:
-  void permutation(uint64_t epoch, std::vector<int64_t>& out) const;
   SamplerOptions options_;
 };
 

@@ -1,5 +1,7 @@
 #include "loader/trainer/distributed.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <string>
 
@@ -54,6 +56,23 @@ sampler::SamplerOptions sampler_options(int64_t dataset_size,
   out.rank = options.rank;
   out.world_size = options.world_size;
   return out;
+}
+
+std::vector<sampler::MixStream> mix_streams(const std::vector<MixPart>& parts,
+                                            const std::vector<int64_t>& shard_sizes) {
+  std::vector<sampler::MixStream> streams;
+  size_t first_shard = 0;
+  for (const MixPart& part : parts) {
+    sampler::MixStream stream{part.size, part.choose, {}};
+    if (!shard_sizes.empty()) {
+      const auto end = std::min(shard_sizes.size(), first_shard + static_cast<size_t>(part.shards));
+      stream.shard_sizes.assign(shard_sizes.begin() + static_cast<std::ptrdiff_t>(first_shard),
+                                shard_sizes.begin() + static_cast<std::ptrdiff_t>(end));
+      first_shard = end;
+    }
+    streams.push_back(std::move(stream));
+  }
+  return streams;
 }
 
 }  // namespace ringloader::trainer

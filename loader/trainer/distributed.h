@@ -17,4 +17,9 @@ LoaderOptions resolve_distributed(LoaderOptions options);
 sampler::SamplerOptions sampler_options(int64_t dataset_size,
                                         const LoaderOptions& options);
 
+// A mix's parts as the sampler's streams; `shard_sizes` (the mix's
+// concatenated shards, empty for files) is split among the parts.
+std::vector<sampler::MixStream> mix_streams(const std::vector<MixPart>& parts,
+                                            const std::vector<int64_t>& shard_sizes);
+
 }  // namespace ringloader::trainer

@@ -19,6 +19,9 @@ void Loader::set_order(std::vector<int64_t> indices) {
   impl_->set_order(std::move(indices));
 }
 LoaderState Loader::state_dict() const { return impl_->state_dict(); }
+void Loader::load_state_dict(const std::vector<LoaderState>& states) {
+  impl_->load_state_dict(LoaderState::merge(states));
+}
 void Loader::load_state_dict(const LoaderState& state) {
   impl_->load_state_dict(state);
 }

@@ -20,6 +20,13 @@ sampler::SamplerOptions with_shards(sampler::SamplerOptions out,
                                     const Dataset& dataset) {
   out.shard_sizes = dataset.shard_sizes();
   out.shuffle_buffer = dataset.shuffle_buffer();
+  out.mix = trainer::mix_streams(dataset.mix_parts(), out.shard_sizes);
+  return out;
+}
+
+sampler::SamplerOptions with_mix(sampler::SamplerOptions out,
+                                 const std::vector<MixPart>& mix) {
+  out.mix = trainer::mix_streams(mix, {});
   return out;
 }
 
@@ -111,7 +118,7 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
 Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_{1, 1, static_cast<int>(workers.sample_bytes), DType::kUInt8, Layout::kHWC},
-      sampler_(sampler_options(workers.dataset_size, options_)),
+      sampler_(with_mix(sampler_options(workers.dataset_size, options_), workers.mix)),
       dataset_size_(workers.dataset_size),
       external_(true),
       created_ns_(ring::monotonic_ns()) {
@@ -242,10 +249,11 @@ void Loader::Impl::start_epoch() {
   staged_.clear();  // device batches of an abandoned epoch
   epoch_ = next_epoch_++;
   order_is_custom_ = pending_order_.has_value();
+  elastic_.clear();
   if (pending_order_) {
     order_ = std::move(*pending_order_);
     pending_order_.reset();
-  } else {
+  } else if (!take_resume_order(order_)) {
     sampler_.order_into(static_cast<uint64_t>(epoch_), order_, order_scratch_);
   }
   batch_count_ = batches_for(order_.size());

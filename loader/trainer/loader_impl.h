@@ -23,6 +23,12 @@
 
 namespace ringloader {
 
+// Rank `rank` of `world`'s order of `epoch` after elastic `history`, with
+// `base`'s dataset, shuffle, seed and batching (loader_state.cc).
+std::vector<int64_t> rank_epoch_order(const sampler::Sampler& base, int64_t epoch,
+                                      const std::vector<sampler::ElasticStage>& history,
+                                      int64_t rank, int64_t world);
+
 class Loader::Impl {
  public:
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options);
@@ -75,6 +81,8 @@ class Loader::Impl {
   // loader_state.cc: the restored position's batches to skip in the epoch
   // just started (0 without one), and what a state must match.
   int64_t take_resume_offset();
+  // An elastic resume's order for the epoch just started (false: none).
+  bool take_resume_order(std::vector<int64_t>& order);
   void check_state_matches(const LoaderState& state) const;
   std::string options_fingerprint() const;
 
@@ -120,6 +128,12 @@ class Loader::Impl {
   // after them and cursor_ starts at them.
   int64_t epoch_offset_ = 0;
   std::optional<LoaderState> resume_;  // applies to the next epoch started
+  // The restored epoch's earlier world sizes and this rank's first batch.
+  std::vector<sampler::ElasticStage> resume_history_;
+  int64_t resume_offset_ = 0;
+  // The epoch in progress's earlier world sizes (elastic resume), saved in
+  // state_dict() so a second resume within the epoch knows them.
+  std::vector<sampler::ElasticStage> elastic_;
   mutable std::string data_hash_;      // dataset + pipeline, computed once
 
   uint64_t created_ns_ = 0;

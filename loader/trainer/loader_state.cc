@@ -1,11 +1,13 @@
 // Mid-epoch resume: the Loader's position as plain data, and a fresh
 // Loader's way back to it. Only positions are saved, never bytes: every
 // batch is a function of (seed, epoch, rank, world_size, dataset, order), so
-// the remaining batches of an epoch are recomputed exactly.
+// the remaining batches of an epoch are recomputed exactly. A state of
+// another world size resumes elastically: the ranks split what the job left
+// of the epoch (loader/sampler/elastic.h).
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 
+#include "loader/trainer/distributed.h"
 #include "loader/trainer/loader_impl.h"
 
 namespace ringloader {
@@ -31,62 +33,45 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-uint64_t parse_hex(const std::string& text) {
-  char* end = nullptr;
-  unsigned long long value = std::strtoull(text.c_str(), &end, 16);
-  if (text.empty() || *end != '\0') {
-    throw OptionError("ringloader: loader state order_hash '" + text +
-                      "' is not hexadecimal");
-  }
-  return value;
+std::vector<sampler::ElasticStage> to_stages(const std::vector<ElasticStage>& stages) {
+  std::vector<sampler::ElasticStage> out;
+  for (const ElasticStage& stage : stages) out.push_back({stage.world_size, stage.batches});
+  return out;
 }
 
-template <typename T>
-T field(const nlohmann::json& state, const char* name) {
-  auto it = state.find(name);
-  if (it == state.end()) {
-    throw OptionError(std::string("ringloader: loader state has no '") + name + "'");
-  }
-  try {
-    return it->get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    throw OptionError(std::string("ringloader: loader state field '") + name +
-                      "': " + e.what());
-  }
+std::vector<ElasticStage> from_stages(const std::vector<sampler::ElasticStage>& stages) {
+  std::vector<ElasticStage> out;
+  for (const auto& stage : stages) out.push_back({stage.world_size, stage.batches});
+  return out;
 }
 
 }  // namespace
 
-nlohmann::json LoaderState::to_json() const {
-  return {{"version", version},
-          {"epoch", epoch},
-          {"batches_consumed", batches_consumed},
-          {"batches_in_epoch", batches_in_epoch},
-          {"seed", seed},
-          {"dataset_size", dataset_size},
-          {"options_fingerprint", options_fingerprint},
-          {"order", order},
-          {"order_hash", hex(order_hash)}};
+std::vector<int64_t> rank_epoch_order(const sampler::Sampler& base, int64_t epoch,
+                                      const std::vector<sampler::ElasticStage>& history,
+                                      int64_t rank, int64_t world) {
+  sampler::SamplerOptions options = base.options();
+  options.rank = rank;
+  options.world_size = world;
+  const sampler::Sampler sampler(options);
+  if (history.empty()) return sampler.order(static_cast<uint64_t>(epoch));
+  std::vector<int64_t> global;
+  sampler.global_order(static_cast<uint64_t>(epoch), global);
+  return sampler::elastic_order(global, history, rank, world, sampler.layout(),
+                                options.batch_size, options.drop_last);
 }
 
-LoaderState LoaderState::from_json(const nlohmann::json& json) {
-  if (!json.is_object()) throw OptionError("ringloader: loader state is not an object");
-  LoaderState state;
-  state.version = field<int>(json, "version");
-  if (state.version != kVersion) {
-    throw OptionError("ringloader: loader state version " +
-                      std::to_string(state.version) + " is not " +
-                      std::to_string(kVersion) + " (saved by another ringloader)");
-  }
-  state.epoch = field<int64_t>(json, "epoch");
-  state.batches_consumed = field<int64_t>(json, "batches_consumed");
-  state.batches_in_epoch = field<int64_t>(json, "batches_in_epoch");
-  state.seed = field<uint64_t>(json, "seed");
-  state.dataset_size = field<int64_t>(json, "dataset_size");
-  state.options_fingerprint = field<std::string>(json, "options_fingerprint");
-  state.order = field<std::vector<int64_t>>(json, "order");
-  state.order_hash = parse_hex(field<std::string>(json, "order_hash"));
-  return state;
+std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
+                                 int64_t epoch, const std::vector<MixPart>& mix,
+                                 const std::vector<ElasticStage>& history) {
+  if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
+  const LoaderOptions resolved = trainer::resolve_distributed(options);
+  sampler::SamplerOptions sampler_options =
+      trainer::sampler_options(dataset_size, resolved);
+  sampler_options.mix = trainer::mix_streams(mix, {});
+  const sampler::Sampler sampler(sampler_options);
+  return rank_epoch_order(sampler, epoch, to_stages(history), resolved.rank,
+                          resolved.world_size);
 }
 
 std::string Loader::Impl::options_fingerprint() const {
@@ -108,8 +93,6 @@ std::string Loader::Impl::options_fingerprint() const {
   return "batch_size=" + std::to_string(options_.batch_size) +
          " shuffle=" + std::to_string(options_.shuffle) +
          " drop_last=" + std::to_string(options_.drop_last) +
-         " rank=" + std::to_string(options_.rank) +
-         " world_size=" + std::to_string(options_.world_size) +
          " data=" + data_hash_;
 }
 
@@ -118,6 +101,8 @@ LoaderState Loader::Impl::state_dict() const {
   LoaderState state;
   state.seed = options_.seed;
   state.dataset_size = dataset_size_;
+  state.rank = options_.rank;
+  state.world_size = options_.world_size;
   state.options_fingerprint = options_fingerprint();
   if (!epoch_open_) {
     state.epoch = next_epoch_;
@@ -130,6 +115,7 @@ LoaderState Loader::Impl::state_dict() const {
   state.batches_in_epoch = batch_count_;
   if (order_is_custom_) state.order = order_;
   state.order_hash = order_hash(order_);
+  state.elastic = from_stages(elastic_);
   return state;
 }
 
@@ -156,54 +142,104 @@ void Loader::Impl::check_state_matches(const LoaderState& state) const {
     refuse("options", "'" + state.options_fingerprint + "'", "'" + here + "'");
   }
   if (state.epoch < 0 || state.batches_consumed < 0 ||
-      state.batches_consumed > state.batches_in_epoch) {
+      state.batches_consumed > state.batches_in_epoch || state.world_size <= 0 ||
+      state.rank < 0 || state.rank >= state.world_size ||
+      (!state.rank_batches.empty() &&
+       static_cast<int64_t>(state.rank_batches.size()) != state.world_size)) {
     throw OptionError("ringloader: loader state position (epoch " +
                       std::to_string(state.epoch) + ", batch " +
                       std::to_string(state.batches_consumed) + " of " +
-                      std::to_string(state.batches_in_epoch) + ") is impossible");
+                      std::to_string(state.batches_in_epoch) + ", rank " +
+                      std::to_string(state.rank) + " of " +
+                      std::to_string(state.world_size) + ") is impossible");
   }
 }
 
 void Loader::Impl::load_state_dict(const LoaderState& state) {
   check_state_matches(state);
-  const bool complete = state.batches_consumed >= state.batches_in_epoch;
   const bool custom = !state.order.empty();
-  const int64_t batches = custom ? batches_for(state.order.size())
-                                 : sampler_.batches_per_epoch();
-  if (batches != state.batches_in_epoch) {
+  const bool same_world = state.world_size == options_.world_size;
+  if (custom && !same_world) {
+    throw OptionError("ringloader: the loader state was saved at world size " +
+                      std::to_string(state.world_size) + " with an order from "
+                      "set_order() (a caller's sampler); only the built-in sampler's "
+                      "orders resume at another world size (here " +
+                      std::to_string(options_.world_size) + ")");
+  }
+  if (custom && state.rank != options_.rank) {
+    throw OptionError("ringloader: the loader state's order (set_order) is rank " +
+                      std::to_string(state.rank) + "'s, this loader is rank " +
+                      std::to_string(options_.rank));
+  }
+  const std::vector<sampler::ElasticStage> saved_history = to_stages(state.elastic);
+  // The saver's own order: its length and hash say the sampler reproduces.
+  const std::vector<int64_t> saved_order =
+      custom ? state.order
+             : rank_epoch_order(sampler_, state.epoch, saved_history, state.rank,
+                                state.world_size);
+  if (batches_for(saved_order.size()) != state.batches_in_epoch) {
     throw OptionError("ringloader: the loader state's epoch has " +
                       std::to_string(state.batches_in_epoch) +
-                      " batches, this loader's has " + std::to_string(batches));
+                      " batches, this loader computes " +
+                      std::to_string(batches_for(saved_order.size())) + " for rank " +
+                      std::to_string(state.rank) + " of " +
+                      std::to_string(state.world_size));
   }
-  if (!complete && state.batches_consumed > 0) {
-    std::vector<int64_t> order =
-        custom ? state.order : sampler_.order(static_cast<uint64_t>(state.epoch));
-    if (order_hash(order) != state.order_hash) {
-      throw OptionError("ringloader: the loader state's epoch order differs from "
-                        "the one this loader computes for epoch " +
-                        std::to_string(state.epoch));
+  const bool complete = state.batches_consumed >= state.batches_in_epoch &&
+                        std::all_of(state.rank_batches.begin(), state.rank_batches.end(),
+                                    [&](int64_t b) { return b >= state.batches_in_epoch; });
+  if (!complete && state.batches_consumed > 0 && order_hash(saved_order) != state.order_hash) {
+    throw OptionError("ringloader: the loader state's epoch order differs from "
+                      "the one this loader computes for epoch " +
+                      std::to_string(state.epoch));
+  }
+  resume_ = state;
+  resume_history_ = saved_history;
+  resume_offset_ = 0;
+  if (same_world) {
+    // Each rank goes on from its own position (lockstep: the saver's, when
+    // only one rank's state was given).
+    resume_offset_ = state.rank_batches.empty()
+                         ? state.batches_consumed
+                         : state.rank_batches[static_cast<size_t>(options_.rank)];
+  } else if (!complete) {
+    std::vector<int64_t> counts = state.rank_batches;
+    if (counts.empty()) counts.assign(static_cast<size_t>(state.world_size), state.batches_consumed);
+    // A stage where nothing was consumed leaves the epoch as it was: the
+    // new world size's own order (rank_share of the same global order).
+    if (std::any_of(counts.begin(), counts.end(), [](int64_t b) { return b > 0; })) {
+      resume_history_.push_back({state.world_size, std::move(counts)});
     }
   }
   if (custom && !complete) set_order(state.order);  // validates the indices
-  resume_ = state;
   // An epoch seen to its end is done: the loader goes on with the next one
   // unless set_epoch() asks for that epoch again (then it yields nothing).
   next_epoch_ = complete ? state.epoch + 1 : state.epoch;
+}
+
+bool Loader::Impl::take_resume_order(std::vector<int64_t>& order) {
+  if (!resume_ || resume_->epoch != epoch_ || resume_history_.empty()) return false;
+  order = rank_epoch_order(sampler_, epoch_, resume_history_, options_.rank,
+                           options_.world_size);
+  elastic_ = resume_history_;
+  return true;
 }
 
 int64_t Loader::Impl::take_resume_offset() {
   if (!resume_) return 0;
   const LoaderState state = std::move(*resume_);
   resume_.reset();
+  resume_history_.clear();
   if (state.epoch != epoch_) return 0;
-  const bool remaining = state.batches_consumed < batch_count_;
-  if (remaining && state.batches_consumed > 0 && order_hash(order_) != state.order_hash) {
+  const bool remaining = resume_offset_ < batch_count_;
+  if (order_is_custom_ && remaining && resume_offset_ > 0 &&
+      order_hash(order_) != state.order_hash) {
     // set_order() after load_state_dict() replaced the saved order.
     throw OptionError("ringloader: epoch " + std::to_string(epoch_) +
                       "'s order is not the one the loader state was saved with "
                       "(a sampler that cannot be reproduced?)");
   }
-  return std::min(state.batches_consumed, batch_count_);
+  return std::min(resume_offset_, batch_count_);
 }
 
 }  // namespace ringloader

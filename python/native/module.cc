@@ -143,6 +143,22 @@ LoaderState state_from_dict(const py::dict& state) {
   }
 }
 
+std::vector<LoaderState> states_from_list(const py::list& states) {
+  std::vector<LoaderState> out;
+  for (const auto& state : states) out.push_back(state_from_dict(state.cast<py::dict>()));
+  return out;
+}
+
+// [size, choose, shards] per part, as Python passes a mix.
+std::vector<MixPart> mix_parts(const std::vector<std::vector<int64_t>>& mix) {
+  std::vector<MixPart> parts;
+  for (const auto& part : mix) {
+    if (part.size() != 3) throw OptionError("ringloader: a mix part is [size, choose, shards]");
+    parts.push_back({part[0], part[1], part[2]});
+  }
+  return parts;
+}
+
 py::object next_batch(Loader& loader) {
   std::optional<Batch> batch;
   {
@@ -233,9 +249,31 @@ PYBIND11_MODULE(_ringloader, module) {
      py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("index") = 0);
 
   module.def("epoch_order", [](int64_t dataset_size, const py::dict& options,
-                                int64_t epoch) {
-    return epoch_order(dataset_size, options_from_dict(options), epoch);
-  }, py::arg("dataset_size"), py::arg("options"), py::arg("epoch"));
+                                int64_t epoch, const std::vector<std::vector<int64_t>>& mix,
+                                const py::list& history) {
+    std::vector<ElasticStage> stages;
+    for (const auto& stage : history) {
+      stages.push_back({stage["world_size"].cast<int64_t>(),
+                        stage["batches"].cast<std::vector<int64_t>>()});
+    }
+    return epoch_order(dataset_size, options_from_dict(options), epoch, mix_parts(mix),
+                       stages);
+  }, py::arg("dataset_size"), py::arg("options"), py::arg("epoch"),
+     py::arg("mix") = std::vector<std::vector<int64_t>>{}, py::arg("history") = py::list());
+
+  // Mixes: per-part counts (the C++ rule, so every face agrees) and a
+  // native mix's description.
+  module.def("mix_choose", &mix_counts, py::arg("sizes"),
+             py::arg("weights"), py::arg("epoch_size"));
+  module.def("mix_dataset_json", [](const std::vector<std::pair<std::string, double>>& parts,
+                                    int64_t epoch_size) {
+    std::vector<std::pair<Dataset, double>> datasets;
+    for (const auto& [json, weight] : parts) datasets.emplace_back(dataset_from_json(json), weight);
+    return Dataset::mix(datasets, MixOptions{epoch_size}).to_json().dump();
+  }, py::arg("parts"), py::arg("epoch_size"));
+  module.def("merge_states", [](const py::list& states) {
+    return state_to_dict(LoaderState::merge(states_from_list(states)));
+  }, py::arg("states"));
 
   py::class_<WorkerEndpoint::Task>(module, "WorkerTask")
       .def_readonly("batch_id", &WorkerEndpoint::Task::batch_id)
@@ -264,13 +302,16 @@ PYBIND11_MODULE(_ringloader, module) {
   py::class_<Loader>(module, "NativeLoader")
       .def_static("external", [](std::vector<std::string> command, py::bytes config,
                                  int64_t dataset_size, uint64_t sample_bytes,
-                                 const py::dict& options) {
+                                 const py::dict& options,
+                                 const std::vector<std::vector<int64_t>>& mix) {
         ExternalWorkers workers{std::move(command), std::string(config), dataset_size,
-                                sample_bytes};
+                                sample_bytes, mix_parts(mix)};
         auto parsed = options_from_dict(options);
         py::gil_scoped_release release;
         return std::make_unique<Loader>(std::move(workers), parsed);
-      })
+      }, py::arg("command"), py::arg("config"), py::arg("dataset_size"),
+         py::arg("sample_bytes"), py::arg("options"),
+         py::arg("mix") = std::vector<std::vector<int64_t>>{})
       .def(py::init([](const std::string& dataset, const std::string& pipeline,
                        const py::dict& options) {
              auto parsed = options_from_dict(options);

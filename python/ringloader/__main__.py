@@ -28,6 +28,7 @@ def main(argv):
         print(USAGE, file=sys.stderr)
         return 2
     swap_dataloader()
+    _swap_in_spawned_children()
     if argv[0] == "-m":
         sys.argv = [argv[1]] + argv[2:]
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
@@ -36,6 +37,17 @@ def main(argv):
         sys.path.insert(0, _folder_of(argv[0]))
         runpy.run_path(argv[0], run_name="__main__")
     return 0
+
+
+def _swap_in_spawned_children():
+    """Processes the script spawns (mp.spawn, multiprocessing "spawn") start
+    a fresh interpreter: _spawn_hook/sitecustomize.py swaps DataLoader there
+    too. Forked children inherit this process's swap as it is."""
+    import os
+    hook = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_spawn_hook")
+    os.environ["RINGLOADER_SWAP_DATALOADER"] = "1"
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = hook + (os.pathsep + path if path else "")
 
 
 def _folder_of(path):

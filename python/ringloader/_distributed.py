@@ -46,21 +46,31 @@ class ShardSampler(Sampler):
     rank gets the same count. Without shuffle, the order equals
     ``DistributedSampler(shuffle=False)``'s."""
 
-    def __init__(self, dataset_size, options):
+    def __init__(self, dataset_size, options, mix=None, batching=None):
         self.dataset_size = int(dataset_size)
+        # A datasets.Mix: [size, choose, shards] per part; its epoch has
+        # sum(choose) samples.
+        self.mix = [list(part) for part in mix] if mix else []
+        length = sum(part[1] for part in self.mix) if self.mix else self.dataset_size
         # Whole shard: the loader's BatchSampler applies drop_last.
         self._options = {key: options[key] for key in
                          ("shuffle", "seed", "rank", "world_size")}
+        # The loader's batch_size / drop_last: elastic stages count batches.
+        self._batching = dict(batching or {})
         self.epoch = 0
         self.rank = self._options["rank"]
         self.num_replicas = self._options["world_size"]
-        self.num_samples = -(-self.dataset_size // self.num_replicas)
+        self.num_samples = -(-length // self.num_replicas)
 
     def set_epoch(self, epoch):
         self.epoch = int(epoch)
 
-    def order(self, epoch):
-        return _ringloader.epoch_order(self.dataset_size, self._options, int(epoch))
+    def order(self, epoch, history=()):
+        """This rank's order of ``epoch``; ``history``: the epoch's elastic
+        stages so far ({"world_size", "batches"} each, see docs/distributed.md)."""
+        options = dict(self._options, **self._batching) if history else self._options
+        return _ringloader.epoch_order(self.dataset_size, options, int(epoch),
+                                       self.mix, list(history))
 
     def __iter__(self):
         return iter(self.order(self.epoch))

@@ -250,7 +250,7 @@ def _pipeline_key(part):
 def _pipeline_of(part):
     """The ringloader Compose for the part's transform, or NotNative with
     the first op that has no native form."""
-    transform = part.transform
+    transform = _delegated_compose(part.transform)
     if transform is None:
         raise NotNative("without a transform samples are PIL images, not tensors")
     if isinstance(transform, _transforms.Compose):
@@ -267,6 +267,32 @@ def _pipeline_of(part):
         pipeline = _transforms.from_torchvision(transform)
     _check_output(part, pipeline)
     return pipeline
+
+
+def _delegating_call(self, img):
+    return self.transforms(img)
+
+
+def _delegated_compose(transform):
+    """The Compose a preset class only forwards to, else ``transform``.
+
+    torchvision's reference scripts (and many derived from them) wrap their
+    Compose in a class such as ``ClassificationPresetTrain`` whose
+    ``__call__`` is ``return self.transforms(img)``. The wrapper is seen
+    through only when its ``__call__`` compiles to exactly that (same
+    bytecode and names as ``_delegating_call``), so a wrapper that does
+    anything more keeps running in Python workers."""
+    inner = getattr(transform, "transforms", None)
+    call = getattr(type(transform), "__call__", None)
+    code = getattr(call, "__code__", None)
+    if inner is None or code is None or type(transform).__name__ == "Compose":
+        return transform
+    reference = _delegating_call.__code__
+    if (code.co_code == reference.co_code and code.co_names == reference.co_names
+            and code.co_argcount == reference.co_argcount
+            and type(inner).__name__ == "Compose"):
+        return inner
+    return transform
 
 
 def _check_output(part, pipeline):

@@ -195,7 +195,8 @@ class PythonWorkers:
         command = [sys.executable, "-S", _STUB, reply["address"]]
         try:
             native = _ringloader.NativeLoader.external(
-                command, b"-", len(dataset), layout.sample_bytes, self.options)
+                command, b"-", len(dataset), layout.sample_bytes, self.options,
+                getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
             raise

@@ -1,19 +1,28 @@
 """DataLoader.state_dict() as plain values and tensors (for torch.save):
 the epoch in progress, the batches of it already handed out, the epoch's
 order when a torch sampler chose it, and the generators' states so the
-epochs after the resumed one draw the same orders."""
+epochs after the resumed one draw the same orders.
+
+Elastic resume: a state saved at world size W restores at W' (the native
+loader splits what the job left of the epoch, see docs/distributed.md);
+``merge`` turns the states of all W ranks into one that records each
+rank's own batch count."""
 import torch
 
+from . import _ringloader
+from ._distributed import ShardSampler
 from ._ringloader import OptionError
 
-VERSION = 1
+VERSION = 2
+# Keys a state may differ in from the loader restoring it (elastic resume).
+_ELASTIC_KEYS = ("rank", "world_size")
 
 
 def empty_state(loader, epoch):
     return {"version": VERSION, "epoch": int(epoch), "in_progress": False,
             "batches_consumed": 0,
             "batches_in_epoch": len(loader), "order": None, "native": None,
-            "config": _config(loader), **_generator_states(loader)}
+            "elastic": [], "config": _config(loader), **_generator_states(loader)}
 
 
 def native_state(loader):
@@ -33,16 +42,21 @@ def in_process_state(loader, iterator):
     state = empty_state(loader, iterator.epoch)
     state.update(in_progress=True, batches_consumed=iterator.consumed,
                  batches_in_epoch=len(iterator.batches),
-                 order=torch.tensor(iterator.order, dtype=torch.int64))
+                 order=torch.tensor(iterator.order, dtype=torch.int64),
+                 elastic=[dict(stage) for stage in iterator.elastic])
     return state
 
 
 def check(loader, state):
     """Refuses a state of another version or configuration (ValueError)."""
-    if not isinstance(state, dict) or state.get("version") != VERSION:
+    # Version 1 (before elastic resume) is read: its native part is upgraded
+    # by the C++ loader, and it has no elastic history.
+    if not isinstance(state, dict) or state.get("version") not in (1, VERSION):
         raise OptionError(f"ringloader: not a DataLoader state of version {VERSION}")
     mine = _config(loader)
     for key, value in state["config"].items():
+        if key in _ELASTIC_KEYS:
+            continue
         if mine.get(key) != value:
             raise OptionError(f"ringloader: the state was saved with {key}={value!r}, "
                               f"this DataLoader has {mine.get(key)!r}; resume with "
@@ -50,6 +64,37 @@ def check(loader, state):
     if (state["native"] is None) != (loader._native is None):
         raise OptionError("ringloader: the state was saved by a DataLoader of "
                           "another kind (native workers vs in-process)")
+    saved = (state["config"]["rank"], state["config"]["world_size"])
+    if saved != (loader.rank, loader.world_size) and state["in_progress"]:
+        if loader._native is None and not isinstance(loader.sampler, ShardSampler):
+            raise OptionError(f"ringloader: a state of rank {saved[0]} of {saved[1]} "
+                              f"restores into rank {loader.rank} of {loader.world_size} "
+                              f"only with ringloader's own order (distributed=True or a "
+                              f"Mix, no sampler)")
+        if not loader._builtin_order:
+            raise OptionError("ringloader: only the built-in order (shuffle / "
+                              "distributed, no sampler) resumes at another world "
+                              "size or rank; a sampler's order is its own")
+
+
+def merge(loader, states):
+    """One state from the states of all ranks of a job (a list, any order):
+    the native loader checks they agree and records each rank's batch count."""
+    states = list(states)
+    if not states:
+        raise OptionError("ringloader: load_state_dict got an empty list of states")
+    for state in states:
+        check(loader, state)
+    if all(state["native"] is None for state in states):
+        return _merge_in_process(states)
+    merged = dict(states[0])
+    by_rank = sorted(states, key=lambda state: state["config"]["rank"])
+    merged.update(by_rank[0])
+    native = _ringloader.merge_states([native_dict(state) for state in states])
+    native.pop("order")
+    merged["native"] = native
+    merged["in_progress"] = any(state["in_progress"] for state in states)
+    return merged
 
 
 def native_dict(state):
@@ -90,3 +135,49 @@ def _generator_states(loader):
     return {"generator": (loader.generator.get_state()
                           if loader.generator is not None else None),
             "sampler_generator": own.get_state() if own is not None else None}
+
+
+def _merge_in_process(states):
+    """merge() for in-process states: the same checks as the C++
+    LoaderState::merge, in Python."""
+    world = states[0]["config"]["world_size"]
+    if len(states) != world:
+        raise OptionError(f"ringloader: the loader states to merge disagree: "
+                          f"{len(states)} states for world size {world}")
+    by_rank = {}
+    for state in states:
+        rank = state["config"]["rank"]
+        if state["config"]["world_size"] != world or rank in by_rank:
+            raise OptionError(f"ringloader: the loader states to merge disagree: rank "
+                              f"{rank} is of another world size or given twice")
+        if state["epoch"] != states[0]["epoch"] or \
+                state.get("elastic", []) != states[0].get("elastic", []):
+            raise OptionError(f"ringloader: the loader states to merge disagree: rank "
+                              f"{rank} is at epoch {state['epoch']} or has another "
+                              f"elastic history")
+        by_rank[rank] = state
+    merged = dict(by_rank[0])
+    merged["rank_batches"] = [int(by_rank[r]["batches_consumed"]) for r in range(world)]
+    merged["in_progress"] = any(state["in_progress"] for state in states)
+    return merged
+
+
+def in_process_resume(loader, state):
+    """Where the in-process iterator resumes: at the same rank and world
+    size, its own order and position; else (elastic) this rank's share of
+    what the saving job left of the epoch, from ringloader's sampler."""
+    epoch = int(state["epoch"])
+    saved_rank, saved_world = state["config"]["rank"], state["config"]["world_size"]
+    history = [dict(stage) for stage in state.get("elastic", [])]
+    counts = state.get("rank_batches")
+    if saved_world == loader.world_size:
+        consumed = counts[loader.rank] if counts else int(state["batches_consumed"])
+        order = (order_list(state) if saved_rank == loader.rank
+                 else loader.sampler.order(epoch, history))
+        return {"epoch": epoch, "batches_consumed": consumed, "order": order,
+                "elastic": history}
+    counts = counts or [int(state["batches_consumed"])] * saved_world
+    if any(counts):
+        history.append({"world_size": saved_world, "batches": list(counts)})
+    return {"epoch": epoch, "batches_consumed": 0,
+            "order": loader.sampler.order(epoch, history), "elastic": history}

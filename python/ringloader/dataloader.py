@@ -7,8 +7,8 @@ from torch.utils import dlpack as _dlpack
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
-from . import (_batches, _collate, _device, _exceptions, _native_datasets, _python_workers,
-               _ringloader, _state, _stream)
+from . import (_batches, _collate, _device, _exceptions, _in_process, _native_datasets,
+               _python_workers, _ringloader, _state, _stream)
 from ._distributed import ShardSampler, resolve_rank
 from ._ringloader import Error, OptionError, WorkerError
 
@@ -196,10 +196,16 @@ class DataLoader(torch.utils.data.DataLoader):
         # workers read each shard front to back.
         native_shuffle = bool(shuffle) and sampler is None and getattr(
             source, "ringloader_native_shuffle", False)
-        if sharded:
+        # A weighted mix draws each epoch in the C++ sampler (datasets.Mix).
+        mix = getattr(dataset, "ringloader_mix", None)
+        if mix is not None and sampler is not None:
+            raise OptionError("ringloader: a datasets.Mix draws its own order; "
+                              "sampler must stay None")
+        if sharded or mix is not None:
             sampler = ShardSampler(len(dataset), {
                 "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
-                "world_size": self.world_size})
+                "world_size": self.world_size}, mix=mix,
+                batching={"batch_size": int(batch_size), "drop_last": bool(drop_last)})
         elif sampler is None:
             sampler = (RandomSampler(dataset, generator=generator)
                        if shuffle and not native_shuffle else SequentialSampler(dataset))
@@ -209,7 +215,8 @@ class DataLoader(torch.utils.data.DataLoader):
                               else BatchSampler(sampler, batch_size, drop_last))
         self._batch_lengths = None  # the custom batches' own lengths, this epoch
         # The C++ sampler makes the order itself (no set_order per epoch).
-        self._builtin_order = (sharded or type(sampler) is SequentialSampler) \
+        self._builtin_order = (sharded or mix is not None
+                               or type(sampler) is SequentialSampler) \
             and not self._custom_batches
         # A sampler with no len (an endless generator) is drawn chunk by chunk.
         self._streamed = not self._builtin_order and not _stream.has_len(self.batch_sampler)
@@ -229,7 +236,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 else len(self.batch_sampler) * batch_size if self._custom_batches
                 else _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
-            "shuffle": bool(sharded and shuffle) or native_shuffle,
+            "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
         }
         if timeout:
             options["timeout_s"] = float(timeout)
@@ -293,7 +300,7 @@ class DataLoader(torch.utils.data.DataLoader):
         self._epoch = epoch + 1
         self._epoch_open = True
         if self._native is None:  # a Python dataset with num_workers=0
-            self._in_process = _InProcessIterator(self, epoch, resume)
+            self._in_process = _in_process.InProcessIterator(self, epoch, resume)
             return self._in_process
         if resume is None and self._workers is not None and (
                 not self.persistent_workers or not self._workers.iterated):
@@ -357,11 +364,19 @@ class DataLoader(torch.utils.data.DataLoader):
     def load_state_dict(self, state):
         """Makes the next iteration go on from ``state`` (taken by
         ``state_dict()`` of a loader with the same dataset, batch size,
-        drop_last, seed, rank and world size; the number of workers may
-        differ): the remaining batches of the saved epoch, then the next
-        epochs. An epoch the state saw to its end is skipped. ``set_epoch``
-        with another epoch drops the position. Raises ValueError
-        (OptionError) for a state of another configuration."""
+        drop_last and seed; the number of workers may differ): the
+        remaining batches of the saved epoch, then the next epochs. An
+        epoch the state saw to its end is skipped. ``set_epoch`` with
+        another epoch drops the position. Raises ValueError (OptionError)
+        for a state of another configuration.
+
+        ``state`` may also be a list: the states of all ranks of the job
+        that saved them. A state (or list) from another world size resumes
+        elastically (native loader, built-in order): this rank's share of
+        the samples no rank consumed, then this world size's epochs (see
+        docs/distributed.md)."""
+        if isinstance(state, (list, tuple)):
+            state = _state.merge(self, state)
         _state.check(self, state)
         if self._native is not None:
             self._native.load_state_dict(_state.native_dict(state))
@@ -370,9 +385,10 @@ class DataLoader(torch.utils.data.DataLoader):
         complete = state["batches_consumed"] >= state["batches_in_epoch"]
         # Between epochs there is nothing to skip: the next epoch draws its
         # order from the restored generators as it would have.
-        self._resume = None if not state["in_progress"] else {
-            "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
-            "order": _state.order_list(state)}
+        self._resume = None if not state["in_progress"] else (
+            _state.in_process_resume(self, state) if self._native is None else {
+                "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
+                "order": _state.order_list(state)})
         self._epoch = epoch + 1 if complete else epoch
         self._in_process = None
         self._epoch_open = False
@@ -451,58 +467,6 @@ class _Iterator:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.
         return collate([(data[i], target[i]) for i in range(data.shape[0])])
-
-
-class _InProcessIterator:
-    """num_workers=0 with a Python dataset: torch's own semantics, in process.
-    The epoch's order is drawn up front (as torch's samplers draw it at the
-    first batch) so that state_dict() can carry it."""
-
-    def __init__(self, loader, epoch, resume):
-        self._loader = loader
-        self.epoch = epoch
-        if loader._streamed:  # an endless sampler: drawn batch by batch
-            self.batches, self.order, self.consumed = None, None, 0
-            self._stream = iter(loader.batch_sampler)
-            return
-        if loader._custom_batches:  # the batch sampler's own batches
-            self.batches = _batches.own_batches(loader.batch_sampler)
-            self.order = [i for batch in self.batches for i in batch]
-            self.consumed = 0
-            return
-        if resume is not None and resume["order"] is not None:
-            self.order = resume["order"]
-        elif isinstance(loader.sampler, ShardSampler):
-            self.order = loader.sampler.order(epoch)
-        else:
-            self.order = [int(i) for i in loader.sampler]
-        size = loader.batch_size
-        self.batches = [self.order[i:i + size] for i in range(0, len(self.order), size)]
-        if loader.drop_last and self.batches and len(self.batches[-1]) < size:
-            self.batches.pop()
-        self.consumed = 0 if resume is None else min(resume["batches_consumed"],
-                                                     len(self.batches))
-
-    def __iter__(self):
-        return self
-
-    def __len__(self):
-        return len(self._loader) if self.batches is None else len(self.batches)
-
-    def __next__(self):
-        if self.batches is None:
-            indices = next(self._stream)  # StopIteration ends it, as torch's
-            collate = self._loader.collate_fn or default_collate
-            return collate([self._loader.dataset[i] for i in indices])
-        if self.consumed >= len(self.batches):
-            if self._loader._in_process is self:
-                self._loader._in_process = None
-                self._loader._epoch_open = False
-            raise StopIteration
-        indices = self.batches[self.consumed]
-        self.consumed += 1
-        collate = self._loader.collate_fn or default_collate
-        return collate([self._loader.dataset[i] for i in indices])
 
 
 def _sampler_len(sampler):

@@ -246,3 +246,38 @@ def test_piltotensor_then_convert_image_dtype_goes_native(mixed_folder):
     assert ours._converted
     reference = batches(torch.utils.data.DataLoader(dataset, batch_size=5))
     assert_same(batches(ours), reference)
+
+
+class PresetEval:
+    """torchvision's references/classification/presets.py pattern: a class
+    that holds a Compose and only forwards to it."""
+
+    def __init__(self):
+        self.transforms = T.Compose([T.Resize(40), T.CenterCrop(32), T.PILToTensor(),
+                                     T.ConvertImageDtype(torch.float),
+                                     T.Normalize([0.485, 0.456, 0.406],
+                                                 [0.229, 0.224, 0.225])])
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+class PresetThatDoesMore(PresetEval):
+    def __call__(self, img):
+        return self.transforms(img) * 2
+
+
+def test_a_preset_that_only_forwards_to_its_compose_goes_native(mixed_folder):
+    dataset = torchvision.datasets.ImageFolder(mixed_folder, PresetEval())
+    ours = loader(dataset)
+    assert ours._converted
+    reference = batches(torch.utils.data.DataLoader(dataset, batch_size=5))
+    assert_same(batches(ours), reference)
+
+
+def test_a_preset_that_does_more_keeps_python_workers(mixed_folder, capfd):
+    dataset = torchvision.datasets.ImageFolder(mixed_folder, PresetThatDoesMore())
+    ours = loader(dataset)
+    assert not ours._converted
+    reference = batches(torch.utils.data.DataLoader(dataset, batch_size=5))
+    assert_same(batches(ours), reference)

@@ -173,3 +173,42 @@ def test_launcher_usage(how, tmp_path):
                               env=environment(str(tmp_path)))
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "ringloader.dataloader ['x']"
+
+
+SPAWNING_SCRIPT = textwrap.dedent("""
+    import multiprocessing
+    import sys
+    import torch
+    import torch.multiprocessing as tmp
+    import torch.utils.data
+
+    def which(rank, out):
+        loader = torch.utils.data.DataLoader(list(range(8)), batch_size=4)
+        total = sum(int(batch.sum()) for batch in loader)
+        with open(f"{out}.{rank}", "w") as f:
+            f.write(f"{type(loader).__module__} {total}")
+
+    if __name__ == "__main__":
+        out = sys.argv[1]
+        tmp.spawn(which, args=(out,), nprocs=2)
+        child = multiprocessing.get_context("spawn").Process(target=which, args=(2, out))
+        child.start()
+        child.join()
+        which(3, out)
+""")
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_spawned_children_use_the_same_loader_as_the_parent(tmp_path, swap):
+    """mp.spawn and multiprocessing "spawn" children are fresh interpreters:
+    under ``python -m ringloader`` they build ringloader's DataLoader too."""
+    script = tmp_path / "spawning.py"
+    script.write_text(SPAWNING_SCRIPT)
+    out = str(tmp_path / "loader")
+    command = [sys.executable, *(["-m", "ringloader"] if swap else []), str(script), out]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=environment())
+    assert done.returncode == 0, done.stderr
+    expected = "ringloader.dataloader 28" if swap else "torch.utils.data.dataloader 28"
+    for rank in range(4):
+        assert open(f"{out}.{rank}").read() == expected, rank

@@ -216,9 +216,7 @@ TEST_F(Resume, AnotherConfigurationIsRefusedNamingWhatDiffers) {
   opts = options(0);
   opts.shuffle = false;
   refused(opts, dataset_, "shuffle=1");
-  opts = options(0);
-  opts.world_size = 2;
-  refused(opts, dataset_, "world_size=1");
+  // (Another world size resumes elastically: loader_elastic_test.cc.)
   testing::make_image_folder(dir_ / "smaller", 3, 9);
   refused(options(0), Dataset::image_folder(dir_ / "smaller"), "30 samples");
 

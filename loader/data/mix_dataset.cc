@@ -1,0 +1,79 @@
+// Dataset::mix: the parts' samples concatenated into one description (so
+// workers read a mix like any dataset) plus the per-part counts that the
+// sampler draws each epoch from (loader/sampler/mix_order).
+#include <string>
+
+#include "loader/data/tar_index.h"
+#include "loader/sampler/mix_order.h"
+#include "ringloader/dataset.h"
+#include "ringloader/errors.h"
+
+namespace ringloader {
+
+std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
+                                const std::vector<double>& weights, int64_t epoch_size) {
+  return sampler::choose_from_weights(sizes, weights, epoch_size);
+}
+
+Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts) {
+  data::TarIndex index;
+  index.shuffle_buffer = parts.front().first.tar_->shuffle_buffer;
+  for (const auto& [part, weight] : parts) {
+    const auto first_shard = static_cast<int32_t>(index.shards.size());
+    const data::TarIndex& source = *part.tar_;
+    index.shards.insert(index.shards.end(), source.shards.begin(), source.shards.end());
+    index.shard_sizes.insert(index.shard_sizes.end(), source.shard_sizes.begin(),
+                             source.shard_sizes.end());
+    for (data::TarSample sample : source.samples) {
+      sample.shard += first_shard;
+      index.samples.push_back(std::move(sample));
+    }
+  }
+  return from_tar_index(std::move(index), parts.front().first.mode_);
+}
+
+Dataset Dataset::mix(const std::vector<std::pair<Dataset, double>>& parts,
+                     const MixOptions& options) {
+  if (parts.empty()) throw OptionError("ringloader: a mix needs at least one dataset");
+  const Kind kind = parts.front().first.kind_;
+  std::vector<int64_t> sizes;
+  std::vector<double> weights;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const Dataset& part = parts[p].first;
+    if (!part.mix_.empty()) {
+      throw OptionError("ringloader: mixed dataset " + std::to_string(p) +
+                        " is itself a mix; list its parts instead");
+    }
+    if (part.kind_ == Kind::kIdx || part.kind_ != kind) {
+      throw OptionError("ringloader: mixed dataset " + std::to_string(p) +
+                        " is of another kind; a native mix is all file-backed "
+                        "(image_folder / file_list) or all tar shards (mix others "
+                        "in Python: ringloader.datasets.Mix)");
+    }
+    if (part.mode_ != parts.front().first.mode_) {
+      throw OptionError("ringloader: mixed dataset " + std::to_string(p) +
+                        " has another color mode than dataset 0");
+    }
+    sizes.push_back(part.size());
+    weights.push_back(parts[p].second);
+  }
+  const std::vector<int64_t> choose =
+      sampler::choose_from_weights(sizes, weights, options.epoch_size);
+  Dataset out;
+  if (kind == Kind::kTar) {
+    out = concat_tar(parts);
+  } else {
+    out.kind_ = Kind::kFiles;
+    out.mode_ = parts.front().first.mode_;
+    for (const auto& [part, weight] : parts) {
+      out.files_.insert(out.files_.end(), part.files_.begin(), part.files_.end());
+    }
+  }
+  for (size_t p = 0; p < parts.size(); ++p) {
+    out.mix_.push_back({sizes[p], choose[p],
+                        static_cast<int64_t>(parts[p].first.shard_sizes_.size())});
+  }
+  return out;
+}
+
+}  // namespace ringloader

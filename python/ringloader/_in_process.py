@@ -1,0 +1,60 @@
+"""A Python dataset with num_workers=0: batches made in the trainer, under
+torch's own semantics, with the position state_dict() saves."""
+from torch.utils.data._utils.collate import default_collate
+
+from . import _batches
+from ._distributed import ShardSampler
+
+
+class InProcessIterator:
+    """num_workers=0 with a Python dataset: torch's own semantics, in process.
+    The epoch's order is drawn up front (as torch's samplers draw it at the
+    first batch) so that state_dict() can carry it."""
+
+    def __init__(self, loader, epoch, resume):
+        self._loader = loader
+        self.epoch = epoch
+        # Elastic stages of this epoch (a resume at another world size).
+        self.elastic = resume.get("elastic", []) if resume is not None else []
+        if loader._streamed:  # an endless sampler: drawn batch by batch
+            self.batches, self.order, self.consumed = None, None, 0
+            self._stream = iter(loader.batch_sampler)
+            return
+        if loader._custom_batches:  # the batch sampler's own batches
+            self.batches = _batches.own_batches(loader.batch_sampler)
+            self.order = [i for batch in self.batches for i in batch]
+            self.consumed = 0
+            return
+        if resume is not None and resume["order"] is not None:
+            self.order = resume["order"]
+        elif isinstance(loader.sampler, ShardSampler):
+            self.order = loader.sampler.order(epoch)
+        else:
+            self.order = [int(i) for i in loader.sampler]
+        size = loader.batch_size
+        self.batches = [self.order[i:i + size] for i in range(0, len(self.order), size)]
+        if loader.drop_last and self.batches and len(self.batches[-1]) < size:
+            self.batches.pop()
+        self.consumed = 0 if resume is None else min(resume["batches_consumed"],
+                                                     len(self.batches))
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader) if self.batches is None else len(self.batches)
+
+    def __next__(self):
+        if self.batches is None:
+            indices = next(self._stream)  # StopIteration ends it, as torch's
+            collate = self._loader.collate_fn or default_collate
+            return collate([self._loader.dataset[i] for i in indices])
+        if self.consumed >= len(self.batches):
+            if self._loader._in_process is self:
+                self._loader._in_process = None
+                self._loader._epoch_open = False
+            raise StopIteration
+        indices = self.batches[self.consumed]
+        self.consumed += 1
+        collate = self._loader.collate_fn or default_collate
+        return collate([self._loader.dataset[i] for i in indices])
