@@ -319,6 +319,26 @@ TEST_F(TarShardsLoader, StateResumesWithOrWithoutTheCache) {
   EXPECT_NO_THROW(resumed.load_state_dict(state));
 }
 
+TEST_F(TarShardsLoader, AMixOfCachedShardsReadsThroughTheCache) {
+  const std::string counter = dir_ / "runs";
+  TarShardOptions cached_options;
+  cached_options.cache_dir = dir_ / "cache";
+  Dataset a = Dataset::tar_shards(
+      {"pipe:echo run >> '" + counter + "'; cat '" + (dir_ / "shards/train-{0000..0001}.tar'")},
+      cached_options);
+  Dataset b = Dataset::tar_shards(
+      {"pipe:echo run >> '" + counter + "'; cat '" + (dir_ / "shards/train-{0002..0004}.tar'")},
+      cached_options);
+  EXPECT_EQ(count_lines(counter), 5);
+  Dataset mix = Dataset::mix({{a, 0.5}, {b, 0.5}});
+  nlohmann::json description = mix.to_json();  // what workers get
+  ASSERT_TRUE(description.contains("cache"));
+  EXPECT_EQ(description["cache"]["dir"], cached_options.cache_dir);
+  EXPECT_EQ(description["shard_bytes"].size(), 5u);
+  run(mix, 2, 2);
+  EXPECT_EQ(count_lines(counter), 5);  // the workers read the copies
+}
+
 TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   Dataset shards = Dataset::tar_shards({pattern_}, TarShardOptions{5});
   LoaderOptions options;
