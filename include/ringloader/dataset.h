@@ -24,13 +24,37 @@ struct FileSample {
   int64_t label = 0;
 };
 
-// How tar shards are read (see Dataset::tar_shards).
+// How tar shards are read (see Dataset::tar_shards). Plain data.
 struct TarShardOptions {
   // Samples a seeded shuffle buffer mixes when the Loader shuffles
   // (WebDataset's shuffle(n)), on top of a per-epoch shard order. 0 or 1
-  // keeps each shard's samples in archive order.
+  // keeps each shard's samples in archive order. Default: 1000.
   int64_t shuffle_buffer = 1000;
+  // Default: kRGB.
   ColorMode mode = ColorMode::kRGB;
+
+  // --- Shard cache (docs/tar_shards.md, "Shard cache") ---
+  // A folder on local disk where shards are fetched once per node and
+  // shared by every worker (and every loader, every process, that names
+  // the same folder; flock keeps it to one fetch per shard). pipe: shards
+  // are cached; local ones too with cache_local. Indexing fetches through
+  // it, and the Loader fetches the next prefetch_shards shards of the epoch
+  // order ahead of the workers. Default: "" (no cache: each worker streams
+  // the pipe: shards it reads).
+  std::string cache_dir;
+  // Bytes of shards the folder keeps; the least recently used are deleted
+  // beyond it (a shard larger than the limit is still used, alone). Should
+  // hold prefetch_shards + 2 shards or more per loader sharing it, or shards
+  // get fetched again. Default: 16 GiB.
+  uint64_t cache_limit_bytes = uint64_t{16} << 30;
+  // Shards fetched ahead of the epoch order. Default: 2.
+  int prefetch_shards = 2;
+  // Cache local shards too (a slow network file system). Default: false.
+  bool cache_local = false;
+  // Tries per fetch (waits 0.2 s, then 4x longer each time) before an
+  // IoError naming the shard, the command's exit status and its stderr.
+  // Default: 3.
+  int fetch_attempts = 3;
 };
 
 // One dataset of a weighted mix (Dataset::mix): its samples, the samples

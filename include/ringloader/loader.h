@@ -59,13 +59,31 @@ enum class OnError {
 };
 
 struct LoaderOptions {
+  // num_workers = kAutoWorkers: the Loader picks the worker count by
+  // measurement (docs/architecture.md, "Autotuned workers"). It starts with
+  // one worker and adds one while the trainer stalls on batches and cores
+  // sit idle, and stops once another worker no longer raises throughput (by
+  // 10%), at the latest at max_auto_workers. Each decision is logged to
+  // stderr and listed in LoaderStats::autotune_decisions. Bytes and order do
+  // not depend on the count. Native datasets only (not ExternalWorkers).
+  static constexpr int kAutoWorkers = -1;
+
   int64_t batch_size = 1;
   // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
-  // intra_op_threads cores); > 0 spawns that many worker processes.
+  // intra_op_threads cores); > 0 spawns that many worker processes;
+  // kAutoWorkers chooses. Default: 0.
   int num_workers = 0;
-  // Batches in the ring (K). 0 picks max(4, 2 * num_workers + 2): two in
-  // flight per worker plus the one the trainer holds and the one it waits for.
+  // Most workers kAutoWorkers may reach. 0: the online cores. Default: 0.
+  int max_auto_workers = 0;
+  // Batches in the ring (K). 0 picks max(4, 2 * W + 2), W = num_workers (or
+  // the most workers kAutoWorkers may reach): two in flight per worker plus
+  // the one the trainer holds and the one it waits for, then lowers it (to
+  // 2 at least) until the ring's slot data fits ring_memory_budget_bytes.
+  // Default: 0.
   int ring_slots = 0;
+  // Bytes of slot data the automatic ring_slots may use. 0: a quarter of the
+  // machine's physical memory. Ignored when ring_slots is given. Default: 0.
+  uint64_t ring_memory_budget_bytes = 0;
   bool shuffle = false;
   bool drop_last = false;
   // Kept batches: spilled out of the ring, or LeaseError. Default: kSpill.
@@ -181,6 +199,14 @@ struct LoaderStats {
   int64_t worker_restarts = 0; // dead or hung workers replaced
   int64_t redone_batches = 0;  // batches re-done after their worker was lost
   int64_t spilled_batches = 0; // held batches copied out of the ring
+  // Tar shards fetched into the shard cache by this loader (its workers and
+  // its prefetcher; indexing at Dataset::tar_shards is not counted), and
+  // their bytes.
+  int64_t shard_fetches = 0;
+  uint64_t shard_bytes_fetched = 0;
+  // num_workers = kAutoWorkers: what was decided and why, in order
+  // ("batch 24: 1 -> 2 workers (stall 62%, 1.4 idle cores, 830 samples/s)").
+  std::vector<std::string> autotune_decisions;
   std::string to_string() const;
 };
 

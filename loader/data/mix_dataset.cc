@@ -24,6 +24,12 @@ Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts
     index.shards.insert(index.shards.end(), source.shards.begin(), source.shards.end());
     index.shard_sizes.insert(index.shard_sizes.end(), source.shard_sizes.begin(),
                              source.shard_sizes.end());
+    // Sizes known from a shard cache (0: unknown), and the first part's
+    // cache serves the mix (one folder per node).
+    std::vector<uint64_t> bytes = source.shard_bytes;
+    bytes.resize(source.shards.size(), 0);
+    index.shard_bytes.insert(index.shard_bytes.end(), bytes.begin(), bytes.end());
+    if (!index.cache.enabled() && source.cache.enabled()) index.cache = source.cache;
     for (data::TarSample sample : source.samples) {
       sample.shard += first_shard;
       index.samples.push_back(std::move(sample));

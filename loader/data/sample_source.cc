@@ -50,6 +50,16 @@ SampleSource::SampleSource(Dataset dataset, transforms::DecodeLimits limits)
   }
 }
 
+int64_t SampleSource::shard_fetches() const {
+  const ShardCache* cache = tar_reader_ ? tar_reader_->shard_cache() : nullptr;
+  return cache ? cache->fetches() : 0;
+}
+
+uint64_t SampleSource::shard_bytes_fetched() const {
+  const ShardCache* cache = tar_reader_ ? tar_reader_->shard_cache() : nullptr;
+  return cache ? cache->bytes_fetched() : 0;
+}
+
 std::string SampleSource::describe(int64_t index) const {
   if (index < 0 || index >= size()) {
     return "sample " + std::to_string(index) + " (out of range)";

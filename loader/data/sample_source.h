@@ -34,6 +34,11 @@ class SampleSource {
   // is the caller's reusable read buffer. `region` (the pipeline's, see
   // CompiledPipeline::region_planner) lets a decoder decode only what the
   // first op reads. Throws IoError / DecodeError naming the sample and file.
+  // Shards this process fetched into the shard cache, and their bytes
+  // (0 without a cache).
+  int64_t shard_fetches() const;
+  uint64_t shard_bytes_fetched() const;
+
   int64_t load(int64_t index, transforms::Image& image,
                std::vector<uint8_t>& file_bytes, SampleTiming& timing,
                const transforms::RegionPlanner& region = {}) const;

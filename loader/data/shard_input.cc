@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "ringloader/errors.h"
@@ -29,13 +30,15 @@ bool is_pipe_url(const std::string& url) {
   return url.compare(0, sizeof(kPipePrefix) - 1, kPipePrefix) == 0;
 }
 
-FileInput::FileInput(const std::string& path) : path_(path) {
-  fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw IoError("ringloader: cannot open shard " + path + ": " + errno_text());
+FileInput::FileInput(const std::string& path)
+    : FileInput(open(path.c_str(), O_RDONLY | O_CLOEXEC), path) {}
+
+FileInput::FileInput(int fd, std::string name) : path_(std::move(name)), fd_(fd) {
+  if (fd_ < 0) throw IoError("ringloader: cannot open shard " + path_ + ": " + errno_text());
   struct stat info {};
   if (fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
     close(fd_);
-    throw IoError("ringloader: shard " + path + " is not a regular file");
+    throw IoError("ringloader: shard " + path_ + " is not a regular file");
   }
   size_ = static_cast<uint64_t>(info.st_size);
   // Members are read front to back within a shard region.
@@ -70,8 +73,12 @@ uint64_t FileInput::skip(uint64_t n) {
   return moved;
 }
 
-PipeInput::PipeInput(const std::string& url) : url_(url) {
-  const std::string command = url.substr(sizeof(kPipePrefix) - 1);
+PipeInput::PipeInput(const std::string& url, int stderr_fd) : url_(url) {
+  spawn(url.substr(sizeof(kPipePrefix) - 1), stderr_fd);
+}
+
+void PipeInput::spawn(const std::string& command, int stderr_fd) {
+  const std::string& url = url_;
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     throw IoError("ringloader: " + url + ": cannot create a pipe: " + errno_text());
@@ -79,6 +86,7 @@ PipeInput::PipeInput(const std::string& url) : url_(url) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  if (stderr_fd >= 0) posix_spawn_file_actions_adddup2(&actions, stderr_fd, STDERR_FILENO);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF |

@@ -33,6 +33,9 @@ class ShardInput {
 class FileInput final : public ShardInput {
  public:
   explicit FileInput(const std::string& path);  // throws IoError
+  // Adopts `fd` (a regular file opened for reading); `name` is what error
+  // messages call it (a cached shard is named by its URL).
+  FileInput(int fd, std::string name);  // throws IoError
   ~FileInput() override;
   FileInput(const FileInput&) = delete;
   FileInput& operator=(const FileInput&) = delete;
@@ -54,7 +57,9 @@ class FileInput final : public ShardInput {
 // the group); a command that exits non-zero is an IoError at the end.
 class PipeInput final : public ShardInput {
  public:
-  explicit PipeInput(const std::string& url);  // throws IoError
+  // `stderr_fd` >= 0: the command's stderr goes there (the shard cache
+  // keeps it to report a failed fetch); else it is the caller's stderr.
+  explicit PipeInput(const std::string& url, int stderr_fd = -1);  // throws IoError
   ~PipeInput() override;
   PipeInput(const PipeInput&) = delete;
   PipeInput& operator=(const PipeInput&) = delete;
@@ -64,6 +69,7 @@ class PipeInput final : public ShardInput {
 
  private:
   void finish();  // reaps the command; throws IoError on a failed exit
+  void spawn(const std::string& command, int stderr_fd);
   std::string url_;
   int fd_ = -1;
   pid_t pid_ = -1;

@@ -6,7 +6,13 @@ namespace ringloader {
 
 Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
                             const TarShardOptions& options) {
-  return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer),
+  data::ShardCacheOptions cache;
+  cache.dir = options.cache_dir;
+  cache.limit_bytes = options.cache_limit_bytes;
+  cache.prefetch_shards = options.prefetch_shards;
+  cache.cache_local = options.cache_local;
+  cache.fetch_attempts = options.fetch_attempts;
+  return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer, cache),
                         options.mode);
 }
 

@@ -90,7 +90,7 @@ class SampleGrouper {
 }  // namespace
 
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
-                          int64_t shuffle_buffer) {
+                          int64_t shuffle_buffer, const ShardCacheOptions& cache) {
   if (shuffle_buffer < 0) {
     throw OptionError("ringloader: shuffle_buffer must be >= 0, got " +
                       std::to_string(shuffle_buffer));
@@ -105,8 +105,19 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
     throw OptionError("ringloader: too many tar shards");
   }
   index.shard_sizes.assign(index.shards.size(), 0);
+  index.shard_bytes.assign(index.shards.size(), 0);
+  index.cache = cache;
+  std::unique_ptr<ShardCache> shard_cache;
+  if (cache.enabled()) shard_cache = std::make_unique<ShardCache>(cache);
   for (size_t shard = 0; shard < index.shards.size(); ++shard) {
-    std::unique_ptr<ShardInput> input = open_shard(index.shards[shard]);
+    std::shared_ptr<ShardInput> input;
+    if (shard_cache && shard_cache->caches(index.shards[shard])) {
+      auto copy = shard_cache->open(index.shards[shard], 0);
+      index.shard_bytes[shard] = copy->size();
+      input = std::move(copy);
+    } else {
+      input = open_shard(index.shards[shard]);
+    }
     SampleGrouper grouper(index, static_cast<int32_t>(shard));
     walk_tar(*input, index.shards[shard], is_label_member,
              [&](TarMember&& member) { grouper.add(std::move(member)); });
@@ -136,10 +147,19 @@ nlohmann::json TarIndex::to_json() const {
     labels.push_back(s.label);
     names.push_back(s.image_name);
   }
-  return {{"shards", shards}, {"shard_sizes", shard_sizes},
+  nlohmann::json out = {{"shards", shards}, {"shard_sizes", shard_sizes},
           {"shuffle_buffer", shuffle_buffer}, {"sample_shard", std::move(shard_of)},
           {"offsets", std::move(offsets)}, {"sizes", std::move(sizes)},
           {"labels", std::move(labels)}, {"names", std::move(names)}};
+  if (cache.enabled()) {
+    out["shard_bytes"] = shard_bytes;
+    out["cache"] = {{"dir", cache.dir}, {"limit_bytes", cache.limit_bytes},
+                    {"prefetch_shards", cache.prefetch_shards},
+                    {"cache_local", cache.cache_local},
+                    {"fetch_attempts", cache.fetch_attempts},
+                    {"retry_backoff_s", cache.retry_backoff_s}};
+  }
+  return out;
 }
 
 TarIndex TarIndex::from_json(const nlohmann::json& description) {
@@ -147,6 +167,19 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
   index.shards = description.at("shards").get<std::vector<std::string>>();
   index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
   index.shuffle_buffer = description.at("shuffle_buffer").get<int64_t>();
+  index.shard_bytes.assign(index.shards.size(), 0);
+  if (description.contains("shard_bytes")) {
+    index.shard_bytes = description.at("shard_bytes").get<std::vector<uint64_t>>();
+  }
+  if (description.contains("cache")) {
+    const auto& cache = description.at("cache");
+    index.cache.dir = cache.at("dir").get<std::string>();
+    index.cache.limit_bytes = cache.at("limit_bytes").get<uint64_t>();
+    index.cache.prefetch_shards = cache.at("prefetch_shards").get<int>();
+    index.cache.cache_local = cache.at("cache_local").get<bool>();
+    index.cache.fetch_attempts = cache.at("fetch_attempts").get<int>();
+    index.cache.retry_backoff_s = cache.value("retry_backoff_s", 0.2);
+  }
   const auto& shard_of = description.at("sample_shard");
   const auto& offsets = description.at("offsets");
   const auto& sizes = description.at("sizes");

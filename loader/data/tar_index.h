@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loader/data/shard_cache.h"
+
 namespace ringloader::data {
 
 struct TarSample {
@@ -25,6 +27,10 @@ struct TarIndex {
   std::vector<int64_t> shard_sizes;   // samples per shard
   std::vector<TarSample> samples;     // shard by shard, in archive order
   int64_t shuffle_buffer = 0;
+  // Bytes of each shard when indexed through the cache (a fetch is checked
+  // against it), else 0: unknown.
+  std::vector<uint64_t> shard_bytes;
+  ShardCacheOptions cache;            // where workers find fetched shards
 
   nlohmann::json to_json() const;
   static TarIndex from_json(const nlohmann::json& description);
@@ -32,11 +38,14 @@ struct TarIndex {
 
 // Expands brace patterns in each URL, then indexes every shard: local
 // shards by their headers only (seeking over data), pipe: shards by
-// streaming them once. Throws IoError naming shard and member for a bad or
+// streaming them once. With a cache, shards it caches are fetched into it
+// and indexed from the copy (so indexing is the node's one fetch when the
+// cache holds them all). Throws IoError naming shard and member for a bad or
 // truncated shard, a sample without an image member, or a .cls that is not
-// an integer; OptionError for no shard at all.
+// an integer, or a fetch that kept failing; OptionError for no shard at all.
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
-                          int64_t shuffle_buffer);
+                          int64_t shuffle_buffer,
+                          const ShardCacheOptions& cache = {});
 
 // "sample 17 (train-0001.tar member 000017.jpg)".
 std::string describe_tar_sample(const TarIndex& index, int64_t sample);

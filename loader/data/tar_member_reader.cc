@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "loader/ring/futex.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
@@ -9,6 +10,7 @@ namespace {
 
 constexpr size_t kOpenFiles = 64;
 constexpr size_t kOpenPipes = 8;
+constexpr size_t kOpenCached = 4;
 
 }  // namespace
 
@@ -20,15 +22,18 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
   for (size_t s = 0; s < index.shard_sizes.size(); ++s) {
     shard_first_[s + 1] = shard_first_[s] + index.shard_sizes[s];
   }
+  if (index.cache.enabled()) shard_cache_ = std::make_unique<ShardCache>(index.cache);
 }
 
 void TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   const TarSample& sample = index_.samples[static_cast<size_t>(index)];
-  if (is_pipe_url(index_.shards[sample.shard])) {
+  const std::string& url = index_.shards[sample.shard];
+  const bool cached = shard_cache_ && shard_cache_->caches(url);
+  if (!cached && is_pipe_url(url)) {
     read_pipe(sample, out);
     return;
   }
-  std::shared_ptr<FileInput> input = file(sample.shard);
+  std::shared_ptr<FileInput> input = cached ? cached_file(sample.shard) : file(sample.shard);
   out.resize(static_cast<size_t>(sample.size));
   size_t got = input->read_at(sample.offset, out.data(), out.size());
   if (got < out.size()) fail_short(sample, got);
@@ -46,6 +51,39 @@ std::shared_ptr<FileInput> TarMemberReader::file(int32_t shard) {
   auto input = std::make_shared<FileInput>(index_.shards[shard]);
   files_.emplace_front(shard, input);
   if (files_.size() > kOpenFiles) files_.pop_back();
+  return input;
+}
+
+std::shared_ptr<FileInput> TarMemberReader::cached_file(int32_t shard) {
+  // Fetching (or waiting for another process's fetch) under the lock keeps
+  // this process's threads from fetching one shard twice.
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = cached_.begin(); it != cached_.end(); ++it) {
+    if (it->first == shard) {
+      cached_.splice(cached_.begin(), cached_, it);
+      return it->second;
+    }
+  }
+  // A fetch that just failed (after its retries) fails the other samples
+  // of the shard at once, instead of retrying once per sample.
+  constexpr uint64_t kRememberFailureNs = 5'000'000'000;
+  auto failed = failed_fetches_.find(shard);
+  if (failed != failed_fetches_.end()) {
+    if (ring::monotonic_ns() - failed->second.first < kRememberFailureNs) {
+      throw IoError(failed->second.second);
+    }
+    failed_fetches_.erase(failed);
+  }
+  std::shared_ptr<FileInput> input;
+  try {
+    input = shard_cache_->open(index_.shards[shard],
+                         index_.shard_bytes.empty() ? 0 : index_.shard_bytes[shard]);
+  } catch (const IoError& error) {
+    failed_fetches_[shard] = {ring::monotonic_ns(), error.what()};
+    throw;
+  }
+  cached_.emplace_front(shard, input);
+  if (cached_.size() > kOpenCached) cached_.pop_back();
   return input;
 }
 

@@ -8,6 +8,10 @@
 // The cache holds at most 2 x shuffle_buffer + 256 members (oldest dropped
 // first): the same order of memory as WebDataset's own per-worker shuffle
 // buffer. Only a member older than the cache restarts a command (counted).
+//
+// With a shard cache (TarIndex::cache), the shards it caches are read from
+// their fetched copy instead (pread, like local shards); a copy is fetched
+// on first use unless the Loader's prefetcher already did.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/data/shard_cache.h"
 #include "loader/data/shard_input.h"
 #include "loader/data/tar_index.h"
 
@@ -39,6 +44,8 @@ class TarMemberReader {
   int64_t pipe_commands() const;
   int64_t pipe_restarts() const;
   uint64_t pipe_bytes_streamed() const;
+  // The shard cache, or null without one.
+  const ShardCache* shard_cache() const { return shard_cache_.get(); }
 
  private:
   using MemberKey = std::pair<int32_t, uint64_t>;  // (shard, offset)
@@ -48,6 +55,7 @@ class TarMemberReader {
   };
 
   std::shared_ptr<FileInput> file(int32_t shard);
+  std::shared_ptr<FileInput> cached_file(int32_t shard);
   void read_pipe(const TarSample& sample, std::vector<uint8_t>& out);
   PipeShard& pipe_shard(int32_t shard);
   void close_stream(PipeShard& pipe);
@@ -66,6 +74,12 @@ class TarMemberReader {
   // Most-recently-used first; bounded so thousands of shards never exhaust
   // file descriptors (and pipes never pile up).
   std::list<std::pair<int32_t, std::shared_ptr<FileInput>>> files_;
+  // Copies in the shard cache: few kept open, so that evicted copies free
+  // their space soon.
+  std::list<std::pair<int32_t, std::shared_ptr<FileInput>>> cached_;
+  std::unique_ptr<ShardCache> shard_cache_;
+  // shard -> (when, error) of its last failed fetch.
+  std::map<int32_t, std::pair<uint64_t, std::string>> failed_fetches_;
   std::list<PipeShard> pipes_;
   std::map<MemberKey, std::vector<uint8_t>> cache_;
   std::deque<MemberKey> cache_order_;  // insertion order, for dropping

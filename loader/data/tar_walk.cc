@@ -57,7 +57,8 @@ const char* type_name(char flag) {
 
 void walk_tar(ShardInput& input, const std::string& shard,
               const std::function<bool(const std::string&)>& want_data,
-              const std::function<void(TarMember&&)>& on_file) {
+              const std::function<void(TarMember&&)>& on_file, bool* saw_end) {
+  if (saw_end) *saw_end = false;
   std::string long_name;  // from a GNU 'L' member, for the next header
   std::string pax_path;   // from a pax 'x' member, for the next header
   int64_t pax_size = -1;  // likewise
@@ -71,7 +72,10 @@ void walk_tar(ShardInput& input, const std::string& shard,
                     last_member + "'");
     }
     TarHeader header;
-    if (parse_tar_header(block, shard, header) == TarBlockKind::kZero) return;
+    if (parse_tar_header(block, shard, header) == TarBlockKind::kZero) {
+      if (saw_end) *saw_end = true;
+      return;
+    }
     std::string name = !pax_path.empty() ? pax_path
                        : !long_name.empty() ? long_name : header.name;
     if (pax_size >= 0 && header.type == TarEntryType::kFile) {

@@ -22,8 +22,11 @@ struct TarMember {
 // pax global headers are skipped. Throws IoError naming `shard` and the
 // member for: a corrupt header, a link/device/other member type, a member
 // or shard cut short (truncated), a failed pipe: command.
+// `saw_end` (optional) tells whether the archive ended with its zero block
+// rather than just stopping between two members (which is tolerated).
 void walk_tar(ShardInput& input, const std::string& shard,
               const std::function<bool(const std::string&)>& want_data,
-              const std::function<void(TarMember&&)>& on_file);
+              const std::function<void(TarMember&&)>& on_file,
+              bool* saw_end = nullptr);
 
 }  // namespace ringloader::data

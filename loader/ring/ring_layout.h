@@ -24,7 +24,7 @@ namespace ringloader::ring {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kMagic = 0x44414f4c474e4952ULL;  // "RINGLOAD"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 // Plans are double-double buffered: a worker that read plan t may still
 // look at it while the trainer publishes t+1, never t+4.
 inline constexpr uint32_t kPlanCount = 4;
@@ -162,12 +162,20 @@ struct alignas(kCacheLine) WorkerControl {
   // when the worker dies or hangs inside a decoder.
   std::atomic<int64_t> current_sample;
   std::atomic<uint64_t> skipped;        // bad samples replaced (on_error=skip)
-  char padding[2 * kCacheLine - 88];
+  // Shards this worker fetched into the shard cache, and their bytes.
+  std::atomic<uint64_t> shard_fetches;
+  std::atomic<uint64_t> shard_bytes_fetched;
+  // 1: the trainer retires this worker (the autotuner found it useless): it
+  // claims no further batch, finishes the one it holds, and exits with 0.
+  std::atomic<uint32_t> retire;
+  char padding[2 * kCacheLine - 108];
 };
 static_assert(std::is_standard_layout_v<WorkerControl>);
 static_assert(sizeof(WorkerControl) == 128);
 static_assert(offsetof(WorkerControl, read_ns) == 40);
 static_assert(offsetof(WorkerControl, current_sample) == 72);
+static_assert(offsetof(WorkerControl, shard_fetches) == 88);
+static_assert(offsetof(WorkerControl, retire) == 104);
 
 inline constexpr uint64_t kNoBatch = ~uint64_t{0};
 

@@ -84,6 +84,11 @@ std::string LoaderStats::to_string() const {
   if (spilled_batches) {
     out += "\n  held batches spilled out of the ring: " + std::to_string(spilled_batches);
   }
+  if (shard_fetches) {
+    out += "\n  shard cache: " + std::to_string(shard_fetches) + " shards fetched (" +
+           std::to_string(shard_bytes_fetched) + " bytes)";
+  }
+  for (const std::string& decision : autotune_decisions) out += "\n  autotune: " + decision;
   return out;
 }
 

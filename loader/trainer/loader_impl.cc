@@ -8,6 +8,7 @@
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/batch_lease.h"
 #include "loader/trainer/distributed.h"
+#include "loader/trainer/ring_sizing.h"
 
 namespace ringloader {
 namespace {
@@ -31,7 +32,7 @@ sampler::SamplerOptions with_mix(sampler::SamplerOptions out,
 
 int default_intra_op_threads(const LoaderOptions& options) {
   if (options.intra_op_threads > 0) return options.intra_op_threads;
-  if (options.num_workers > 0) return 1;
+  if (options.num_workers != 0) return 1;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   return cores > 0 ? static_cast<int>(cores) : 1;
 }
@@ -48,9 +49,12 @@ LoaderOptions Loader::Impl::validate(LoaderOptions options) {
     throw OptionError("ringloader: batch_size " +
                       std::to_string(options.batch_size) + " is too large");
   }
-  if (options.num_workers < 0) {
-    throw OptionError("ringloader: num_workers must be >= 0, got " +
+  if (options.num_workers < 0 && options.num_workers != LoaderOptions::kAutoWorkers) {
+    throw OptionError("ringloader: num_workers must be >= 0 or kAutoWorkers, got " +
                       std::to_string(options.num_workers));
+  }
+  if (options.max_auto_workers < 0) {
+    throw OptionError("ringloader: max_auto_workers must be >= 0 (0: the cores)");
   }
   if (options.ring_slots < 0 || options.ring_slots == 1) {
     throw OptionError("ringloader: ring_slots must be 0 (automatic) or >= 2, "
@@ -77,9 +81,6 @@ LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   if (!(options.poll_interval_s > 0)) {
     throw OptionError("ringloader: poll_interval_s must be positive");
   }
-  if (options.ring_slots == 0) {
-    options.ring_slots = std::max(4, 2 * options.num_workers + 2);
-  }
   options.intra_op_threads = default_intra_op_threads(options);
   return options;
 }
@@ -91,14 +92,19 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
       sampler_(with_shards(sampler_options(dataset.size(), options_), dataset)),
       dataset_size_(dataset.size()),
       created_ns_(ring::monotonic_ns()) {
+  size_ring();
   config_.dataset = std::move(dataset);
   config_.pipeline = std::move(pipeline);
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
   config_.skip_bad_samples = options_.on_error == OnError::kSkip;
+  if (config_.dataset.tar_index() && config_.dataset.tar_index()->cache.enabled() &&
+      config_.dataset.tar_index()->cache.prefetch_shards > 0) {
+    prefetcher_ = std::make_unique<data::ShardPrefetcher>(*config_.dataset.tar_index());
+  }
   std::string executable;
-  if (options_.num_workers > 0) {
+  if (options_.num_workers != 0) {
     executable = trainer::WorkerPool::find_executable(options_.worker_executable);
   }
   create_ring();
@@ -117,7 +123,8 @@ Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
       external_(true),
       created_ns_(ring::monotonic_ns()) {
   if (options_.num_workers <= 0) {
-    throw OptionError("ringloader: external workers need num_workers > 0");
+    throw OptionError("ringloader: external workers need num_workers > 0 "
+                      "(kAutoWorkers is for native datasets)");
   }
   if (workers.sample_bytes == 0 || workers.sample_bytes > (uint64_t{1} << 31)) {
     throw OptionError("ringloader: external sample_bytes must be in (0, 2 GiB]");
@@ -129,6 +136,7 @@ Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
     throw OptionError("ringloader: on_error=\"skip\" needs a native dataset "
                       "(a Python dataset's own __getitem__ decides what to skip)");
   }
+  size_ring();
   create_ring();
   spawn(std::move(workers.command), workers.config);
 }
@@ -147,9 +155,20 @@ void Loader::Impl::create_ring() {
 void Loader::Impl::spawn(std::vector<std::string> command,
                          const std::string& config_text) {
   config_fd_ = ring::SharedRegion::create_text_fd("ringloader-config", config_text);
+  const bool autotuned = options_.num_workers == LoaderOptions::kAutoWorkers;
   pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config_fd_,
-                                                options_.num_workers,
+                                                autotuned ? 1 : options_.num_workers,
                                                 std::move(command));
+  if (autotuned) {
+    trainer::AutotuneOptions tune;
+    tune.start_workers = 1;
+    tune.max_workers = trainer::worker_capacity(options_);
+    trainer::autotune_overrides_from_env(tune);
+    autotune_ = std::make_unique<trainer::WorkerAutotune>(
+        tune, [this] { pool_->add_worker(); },
+        [this] { pool_->retire_worker(pool_->size() - 1); },
+        [this] { return pool_->live_workers(); });
+  }
   trainer::RecoveryOptions recovery;
   recovery.hang_timeout_s = options_.hang_timeout_s;
   recovery.max_batch_retries = options_.max_batch_retries;
@@ -180,8 +199,7 @@ Loader::Impl::~Impl() {
 ring::RingGeometry Loader::Impl::geometry() const {
   ring::RingGeometry geometry;
   geometry.slot_count = static_cast<uint32_t>(options_.ring_slots);
-  geometry.worker_capacity =
-      static_cast<uint32_t>(std::max(1, options_.num_workers));
+  geometry.worker_capacity = static_cast<uint32_t>(trainer::worker_capacity(options_));
   geometry.batch_size = static_cast<uint32_t>(options_.batch_size);
   geometry.sample_bytes = shape_.bytes();
   geometry.order_capacity = static_cast<uint64_t>(std::max<int64_t>(
@@ -257,6 +275,7 @@ void Loader::Impl::start_epoch() {
       order_.size() - first_sample, table);
   if (recovery_) recovery_->forget_before(first_batch_);
   cursor_ = epoch_offset_;
+  if (prefetcher_) prefetcher_->start(order_, first_sample);
   epoch_open_ = true;
 }
 
@@ -342,6 +361,7 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   ++cursor_;
   ++batches_;
   samples_ += static_cast<int64_t>(batch.sample_indices.size());
+  after_batch(batch);
   return batch;
 }
 
@@ -445,7 +465,7 @@ LoaderStats Loader::Impl::stats() const {
     stats.transform_s += worker.transform_ns.load(std::memory_order_relaxed) * 1e-9;
     stats.slot_wait_s += worker.slot_wait_ns.load(std::memory_order_relaxed) * 1e-9;
   }
-  stats.workers = options_.num_workers;
+  stats.workers = pool_ ? pool_->live_workers() : 0;
   stats.ring_slots = options_.ring_slots;
   stats.ring_bytes = ring_->bytes();
   stats.ring_pinned = pin_.pinned();
@@ -457,6 +477,7 @@ LoaderStats Loader::Impl::stats() const {
   stats.worker_restarts = recovery_ ? recovery_->restarts() : 0;
   stats.redone_batches = recovery_ ? recovery_->redone_batches() : 0;
   stats.spilled_batches = held_.spilled();
+  add_tuning_stats(stats);
   return stats;
 }
 

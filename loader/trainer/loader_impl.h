@@ -8,12 +8,14 @@
 #include <optional>
 #include <vector>
 
+#include "loader/data/shard_prefetcher.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
 #include "loader/sampler/sampler.h"
 #include "loader/trainer/device_stage.h"
 #include "loader/trainer/held_batches.h"
 #include "loader/trainer/slot_releaser.h"
+#include "loader/trainer/worker_autotune.h"
 #include "loader/trainer/worker_pool.h"
 #include "loader/trainer/worker_recovery.h"
 #include "loader/worker/batch_filler.h"
@@ -52,6 +54,12 @@ class Loader::Impl {
 
  private:
   static LoaderOptions validate(LoaderOptions options);
+  // loader_tuning.cc: ring_slots = 0 sized from the batch bytes and the
+  // memory budget; after each batch handed out, the autotuner and the
+  // shard prefetcher look at it; their figures in stats().
+  void size_ring();
+  void after_batch(const Batch& batch);
+  void add_tuning_stats(LoaderStats& stats) const;
   void create_ring();
   void spawn(std::vector<std::string> command, const std::string& config_text);
   ring::RingGeometry geometry() const;
@@ -91,6 +99,8 @@ class Loader::Impl {
   std::unique_ptr<trainer::WorkerPool> pool_;
   std::unique_ptr<trainer::WorkerRecovery> recovery_;
   std::unique_ptr<worker::BatchFiller> in_process_;
+  std::unique_ptr<trainer::WorkerAutotune> autotune_;   // kAutoWorkers only
+  std::unique_ptr<data::ShardPrefetcher> prefetcher_;   // cached tar shards only
   int config_fd_ = -1;
   int64_t dataset_size_ = 0;
   bool external_ = false;

@@ -81,8 +81,12 @@ std::string Loader::Impl::options_fingerprint() const {
     if (external_) {
       data_hash_ = "external";
     } else {
-      const std::string text = config_.dataset.to_json().dump() + "\n" +
-                               config_.pipeline.to_json().dump();
+      // Where tar shards are cached is not what they hold: a job may resume
+      // with another cache folder, or none.
+      nlohmann::json description = config_.dataset.to_json();
+      description.erase("cache");
+      description.erase("shard_bytes");
+      const std::string text = description.dump() + "\n" + config_.pipeline.to_json().dump();
       data_hash_ = hex(fnv1a(text.data(), text.size()));
     }
   }

@@ -78,6 +78,7 @@ WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
     for (int index = 0; index < count; ++index) {
       pids_.push_back(spawn(index));
       pidfds_.push_back(-1);
+      retired_.push_back(0);
       watch(index);
     }
   } catch (...) {
@@ -206,9 +207,16 @@ std::vector<WorkerExit> WorkerPool::reap() {
     if (hidden) kill(-pids_[index], SIGKILL);
     int status = 0;
     if (!hidden && waitpid(pids_[index], &status, WNOHANG) != pids_[index]) continue;
+    const int pid = pids_[index];
+    pids_[index] = -1;
+    unwatch(static_cast<int>(index));
+    if (retired_[index] && !hidden && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      continue;  // a retired worker that finished: nothing to recover
+    }
+    retired_[index] = 0;  // died instead: recovered and replaced as usual
     WorkerExit exit;
     exit.index = static_cast<int>(index);
-    exit.pid = pids_[index];
+    exit.pid = pid;
     exit.status = status;
     exit.status_known = !hidden;
     exit.started = ring_.worker(static_cast<uint32_t>(index))
@@ -217,8 +225,6 @@ std::vector<WorkerExit> WorkerPool::reap() {
                         "ignored or a waitpid(-1) elsewhere)"
                       : describe_status(status);
     exits.push_back(exit);
-    pids_[index] = -1;
-    unwatch(static_cast<int>(index));
   }
   return exits;
 }
@@ -227,10 +233,49 @@ void WorkerPool::kill_worker(int index) {
   if (pids_[index] > 0) kill_group(pids_[index]);
 }
 
+void WorkerPool::add_worker() {
+  const int index = size();
+  if (static_cast<uint32_t>(index) >= ring_.geometry().worker_capacity) {
+    throw WorkerError("ringloader: cannot add worker " + std::to_string(index) +
+                      ": the ring was made for " +
+                      std::to_string(ring_.geometry().worker_capacity));
+  }
+  pids_.push_back(-1);
+  pidfds_.push_back(-1);
+  retired_.push_back(0);
+  try {
+    respawn(index);
+  } catch (...) {
+    pids_.pop_back();
+    pidfds_.pop_back();
+    retired_.pop_back();
+    throw;
+  }
+}
+
+void WorkerPool::retire_worker(int index) {
+  if (pids_[index] <= 0 || retired_[index]) return;
+  retired_[index] = 1;
+  ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(index));
+  control.retire.store(1, std::memory_order_release);
+  // Wake it if it waits for a plan: it then sees the flag and exits.
+  ring_.claims().plan_signal.fetch_add(1, std::memory_order_release);
+  ring::futex_wake_all(ring_.claims().plan_signal);
+}
+
+int WorkerPool::live_workers() const {
+  int live = 0;
+  for (size_t index = 0; index < pids_.size(); ++index) {
+    live += pids_[index] > 0 && !retired_[index];
+  }
+  return live;
+}
+
 void WorkerPool::respawn(int index) {
   ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(index));
   control.ready.store(0, std::memory_order_relaxed);
   control.pid.store(0, std::memory_order_relaxed);
+  control.retire.store(0, std::memory_order_relaxed);
   control.current_batch.store(ring::kNoBatch, std::memory_order_relaxed);
   control.current_sample.store(-1, std::memory_order_relaxed);
   control.heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);

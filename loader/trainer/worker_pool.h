@@ -50,6 +50,17 @@ class WorkerPool {
   // Starts a replacement for worker `index` (reaped) with the same command,
   // ring and configuration; its WorkerControl is reset, counters kept.
   void respawn(int index);
+  // Starts one more worker (index size()), e.g. chosen by the autotuner.
+  // Safe while batches are in flight: a new worker claims the next batch
+  // through the ring's claim word like any other. Throws WorkerError when
+  // the ring has no WorkerControl left for it (worker_capacity).
+  void add_worker();
+  // Asks worker `index` to finish the batch it holds and exit (the
+  // autotuner's way back). Its clean exit is not reported by reap(); a
+  // worker that dies before that is reported as usual.
+  void retire_worker(int index);
+  // Workers not yet reaped and not retired.
+  int live_workers() const;
   // Asks workers to stop, waits briefly, then kills what is left.
   void shutdown();
 
@@ -62,6 +73,7 @@ class WorkerPool {
   const ring::Ring& ring_;
   std::vector<std::string> command_;
   std::vector<int> pids_;  // -1 once reaped
+  std::vector<char> retired_;  // per worker: retire_worker() was called
   std::vector<int> pidfds_;  // per worker, -1 without (process_watch.h)
   void watch(int index);     // opens pidfds_[index] for pids_[index]
   void unwatch(int index);

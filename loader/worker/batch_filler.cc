@@ -205,7 +205,19 @@ void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
     scratch.timing = {};
     scratch.transform_ns = 0;
   }
+  publish_fetch_counts();
   if (failure.kind != ring::ErrorKind::kNone) throw failure;
+}
+
+// Deltas: a replacement worker adds to what its predecessor counted.
+void BatchFiller::publish_fetch_counts() {
+  const auto fetches = static_cast<uint64_t>(source_.shard_fetches());
+  const uint64_t bytes = source_.shard_bytes_fetched();
+  control_.shard_fetches.fetch_add(fetches - fetches_published_, std::memory_order_relaxed);
+  control_.shard_bytes_fetched.fetch_add(bytes - bytes_published_,
+                                         std::memory_order_relaxed);
+  fetches_published_ = fetches;
+  bytes_published_ = bytes;
 }
 
 void BatchFiller::record_failure(ring::SlotControl& slot,

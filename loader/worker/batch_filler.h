@@ -52,6 +52,7 @@ class BatchFiller {
                ThreadScratch& scratch, uint8_t* destination, int64_t& target);
   void report_skip(int64_t sample, int64_t substitute, const std::string& why);
   void record_failure(ring::SlotControl& slot, const Failure& failure);
+  void publish_fetch_counts();
 
   const ring::Ring& ring_;
   ring::SlotProtocol protocol_;
@@ -63,6 +64,8 @@ class BatchFiller {
   data::SampleSource source_;
   transforms::CompiledPipeline pipeline_;
   std::unique_ptr<Scratch> scratch_;
+  uint64_t fetches_published_ = 0;  // shard cache figures already added
+  uint64_t bytes_published_ = 0;
 };
 
 }  // namespace ringloader::worker

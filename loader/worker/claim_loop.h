@@ -14,7 +14,9 @@ namespace ringloader::worker {
 
 // Blocks until a live batch is claimed and its slot taken (FILLING), and
 // returns it; the worker's current_batch names it. nullopt once
-// keep_going() returns false (shutdown, trainer gone).
+// keep_going() returns false (shutdown, trainer gone), or, before a claim
+// only, once the worker is retired (WorkerControl::retire): a batch once
+// claimed is always filled.
 template <typename KeepGoing>
 std::optional<ring::Claim> claim_next_batch(const ring::Ring& ring,
                                             const ring::SlotProtocol& protocol,
@@ -23,6 +25,8 @@ std::optional<ring::Claim> claim_next_batch(const ring::Ring& ring,
   ring::ClaimControl& claims = ring.claims();
   constexpr int64_t kRecheckNs = 100'000'000;
   while (keep_going()) {
+    // Acquire: pairs with the trainer's release store of the flag.
+    if (control.retire.load(std::memory_order_acquire) != 0) return std::nullopt;
     // Read the signal before trying to claim, so a plan published between
     // the failed claim and the wait still wakes us.
     uint32_t signal = claims.plan_signal.load(std::memory_order_acquire);

@@ -72,6 +72,8 @@ LoaderOptions options_from_dict(const py::dict& values) {
     if (key == "batch_size") options.batch_size = value.cast<int64_t>();
     else if (key == "num_workers") options.num_workers = value.cast<int>();
     else if (key == "ring_slots") options.ring_slots = value.cast<int>();
+    else if (key == "max_auto_workers") options.max_auto_workers = value.cast<int>();
+    else if (key == "ring_memory_budget_bytes") options.ring_memory_budget_bytes = value.cast<uint64_t>();
     else if (key == "shuffle") options.shuffle = value.cast<bool>();
     else if (key == "drop_last") options.drop_last = value.cast<bool>();
     else if (key == "seed") options.seed = value.cast<uint64_t>();
@@ -118,6 +120,9 @@ py::dict stats_dict(const LoaderStats& stats) {
   out["spilled_batches"] = stats.spilled_batches;
   out["ring_pinned"] = stats.ring_pinned;
   out["device_batches"] = stats.device_batches;
+  out["shard_fetches"] = stats.shard_fetches;
+  out["shard_bytes_fetched"] = stats.shard_bytes_fetched;
+  out["autotune_decisions"] = stats.autotune_decisions;
   return out;
 }
 
@@ -187,17 +192,28 @@ PYBIND11_MODULE(_ringloader, module) {
     return dataset.to_json().dump();
   }, py::arg("root"), py::arg("mode") = "RGB");
   module.def("tar_shards", [](const std::vector<std::string>& urls,
-                              int64_t shuffle_buffer, const std::string& mode) {
+                              int64_t shuffle_buffer, const std::string& mode,
+                              const std::string& cache_dir, uint64_t cache_limit_bytes,
+                              int prefetch_shards, bool cache_local, int fetch_attempts) {
     TarShardOptions options;
     options.shuffle_buffer = shuffle_buffer;
     options.mode = mode == "L" ? ColorMode::kGray : ColorMode::kRGB;
+    options.cache_dir = cache_dir;
+    options.cache_limit_bytes = cache_limit_bytes;
+    options.prefetch_shards = prefetch_shards;
+    options.cache_local = cache_local;
+    options.fetch_attempts = fetch_attempts;
     Dataset dataset;
     {
       py::gil_scoped_release release;  // pipe: shards stream while indexing
       dataset = Dataset::tar_shards(urls, options);
     }
     return dataset.to_json().dump();
-  }, py::arg("urls"), py::arg("shuffle_buffer") = 1000, py::arg("mode") = "RGB");
+  }, py::arg("urls"), py::arg("shuffle_buffer") = 1000, py::arg("mode") = "RGB",
+     py::arg("cache_dir") = "", py::arg("cache_limit_bytes") = TarShardOptions{}.cache_limit_bytes,
+     py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,
+     py::arg("cache_local") = false,
+     py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts);
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });

@@ -15,6 +15,9 @@ from ._ringloader import Error, OptionError, WorkerError
 __all__ = ["DataLoader"]
 
 
+_AUTO_WORKERS = -1  # LoaderOptions::kAutoWorkers
+
+
 def _is_native(dataset):
     return hasattr(dataset, "ringloader_dataset_json")
 
@@ -84,6 +87,15 @@ class DataLoader(torch.utils.data.DataLoader):
     between batches (like torchdata's StatefulDataLoader): a fresh loader
     with the same configuration goes on with the remaining batches of the
     epoch, byte for byte, then the next epochs.
+
+    ``num_workers="auto"`` (native datasets) lets the loader choose: it
+    starts with one worker and adds one while the trainer waits for batches
+    and cores are idle, until another worker no longer raises throughput
+    (at most ``max_auto_workers``, Default: the cores). Decisions go to
+    stderr and ``stats()["autotune_decisions"]``; ``stats()["workers"]`` is
+    the count now. Batches are the same bytes whatever the count.
+    ``ring_slots=0`` sizes the ring from the batch's bytes within
+    ``ring_memory_budget_bytes`` (Default: a quarter of physical memory).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
@@ -95,12 +107,20 @@ class DataLoader(torch.utils.data.DataLoader):
                  ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
                  max_batch_retries=2, distributed=False, rank=None, world_size=None,
                  native=True, max_pickled_bytes=None, held_batches="spill",
-                 device="cpu", device_normalize=None):
-        if num_workers < 0:
+                 device="cpu", device_normalize=None, max_auto_workers=0,
+                 ring_memory_budget_bytes=0):
+        auto_workers = isinstance(num_workers, str) and num_workers == "auto"
+        if isinstance(num_workers, str) and not auto_workers:
+            raise OptionError(f"num_workers must be an int or 'auto', got {num_workers!r}")
+        if not auto_workers and num_workers < 0:
             raise OptionError("num_workers option should be non-negative; "
                               "use num_workers=0 to disable multiprocessing.")
         if timeout < 0:
             raise OptionError("timeout option should be non-negative")
+        if auto_workers and prefetch_factor is not None:
+            raise OptionError("prefetch_factor sizes the ring per worker; with "
+                              "num_workers='auto' use ring_slots or "
+                              "ring_memory_budget_bytes")
         if prefetch_factor is not None and num_workers == 0:
             raise OptionError("prefetch_factor option could only be specified "
                               "in multiprocessing. let num_workers > 0 to "
@@ -141,6 +161,10 @@ class DataLoader(torch.utils.data.DataLoader):
             raise OptionError("sampler option is mutually exclusive with shuffle")
         if on_error not in ("raise", "skip"):
             raise OptionError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if auto_workers and not _is_native(source):
+            raise OptionError("ringloader: num_workers='auto' needs a dataset the native "
+                              "workers load (ringloader.datasets, or a torchvision "
+                              "dataset that converts); give a number for Python datasets")
         if on_error == "skip" and not _is_native(source):
             raise OptionError("on_error='skip' needs a ringloader.datasets dataset; "
                               "a Python dataset's __getitem__ decides what to skip")
@@ -200,7 +224,10 @@ class DataLoader(torch.utils.data.DataLoader):
         if ring_slots == 0 and prefetch_factor is not None:
             ring_slots = max(2, num_workers * prefetch_factor + 2)
         options = {
-            "batch_size": int(batch_size), "num_workers": int(num_workers),
+            "batch_size": int(batch_size),
+            "num_workers": _AUTO_WORKERS if auto_workers else int(num_workers),
+            "max_auto_workers": int(max_auto_workers),
+            "ring_memory_budget_bytes": int(ring_memory_budget_bytes),
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
             "max_samples_per_epoch": max(

@@ -155,20 +155,36 @@ class TarShards(NativeDataset):
     permutes the shard order and mixes samples through a seeded buffer of
     ``shuffle_buffer`` samples, so workers read shards front to back; any
     sampler still works (a random one reads shards at random places).
+
+    Shard cache (``docs/tar_shards.md``): with ``cache_dir``, each shard
+    (``pipe:`` ones; local ones too with ``cache_local=True``) is fetched
+    once per node into that folder and read from there by every worker and
+    every loader sharing it (one fetch per shard, others wait on its lock),
+    ``prefetch_shards`` ahead of the epoch order. The folder keeps at most
+    ``cache_limit_bytes`` (Default: 16 GiB; least recently used shards are
+    deleted). A fetch that fails or is cut short is tried ``fetch_attempts``
+    times (Default: 3), then raises ``DataIOError`` naming the shard, the
+    command's exit status and its stderr.
     """
 
     ringloader_native_shuffle = True
 
     def __init__(self, urls, transform=None, target_transform=None,
-                 shuffle_buffer=1000, mode="RGB"):
+                 shuffle_buffer=1000, mode="RGB", *, cache_dir=None,
+                 cache_limit_bytes=16 << 30, prefetch_shards=2, cache_local=False,
+                 fetch_attempts=3):
         if isinstance(urls, (str, os.PathLike)):
             urls = [urls]
         urls = [os.fspath(u) for u in urls]
-        description = json.loads(_ringloader.tar_shards(urls, int(shuffle_buffer), mode))
+        cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir else ""
+        description = json.loads(_ringloader.tar_shards(
+            urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
+            int(prefetch_shards), bool(cache_local), int(fetch_attempts)))
         super().__init__(description, transform, target_transform)
         self.urls = description["shards"]
         self.shard_sizes = description["shard_sizes"]
         self.shuffle_buffer = int(shuffle_buffer)
+        self.cache_dir = cache_dir or None
         self.targets = description["labels"]
         self.mode = mode
 

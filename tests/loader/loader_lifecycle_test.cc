@@ -93,7 +93,8 @@ TEST_F(Lifecycle, BadOptionsFailAtConstruction) {
     }
   };
   expect_option_error(options(0, 1), "batch_size");
-  expect_option_error(options(4, -1), "num_workers");
+  // (-1 is LoaderOptions::kAutoWorkers.)
+  expect_option_error(options(4, -2), "num_workers");
   auto one_slot = options(4, 1);
   one_slot.ring_slots = 1;
   expect_option_error(one_slot, "ring_slots");

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "ringloader/ringloader.h"
 #include "test_data.h"
@@ -196,6 +197,193 @@ TEST_F(TarShardsLoader, TruncatedShardFailsAtConstructionNamingTheMember) {
     EXPECT_NE(text.find("train-0002.tar is truncated"), std::string::npos) << text;
     EXPECT_NE(text.find("member '0000"), std::string::npos) << text;
   }
+}
+
+// --- Shard cache and autotuned workers ---
+
+int count_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) ++n;
+  return n;
+}
+
+void remove_cached_copies(const std::string& cache_dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(cache_dir)) {
+    if (entry.path().extension() == ".shard") std::filesystem::remove(entry.path());
+  }
+}
+
+TEST_F(TarShardsLoader, CachedPipeShardsAreFetchedOncePerNode) {
+  const std::string counter = dir_ / "runs";
+  const std::string url = "pipe:echo run >> '" + counter + "'; cat '" + pattern_ + "'";
+  Dataset local = Dataset::tar_shards({pattern_});
+  EpochRun reference = run(local, 2, 2);
+  // Today: every worker streams the shards it reads, again each epoch.
+  Dataset streamed = Dataset::tar_shards({url});
+  expect_same(run(streamed, 2, 2), reference, "streamed");
+  const int streamed_runs = count_lines(counter);
+  EXPECT_GT(streamed_runs, 5 + 5);
+  // Cached: indexing fetches each shard once; workers read the copies.
+  std::filesystem::remove(counter);
+  TarShardOptions cached_options;
+  cached_options.cache_dir = dir_ / "cache";
+  Dataset cached = Dataset::tar_shards({url}, cached_options);
+  EXPECT_EQ(count_lines(counter), 5);
+  expect_same(run(cached, 2, 2), reference, "cached");
+  EXPECT_EQ(count_lines(counter), 5);
+  // Cold copies, two loaders (trainer + 2 workers each) at once on one
+  // folder: each shard is fetched once more, by one of the six processes.
+  remove_cached_copies(cached_options.cache_dir);
+  EpochRun first, second;
+  std::thread other([&] { first = run(cached, 2, 1); });
+  second = run(cached, 2, 1);
+  other.join();
+  EXPECT_EQ(count_lines(counter), 10);
+  EpochRun one_epoch = run(local, 2, 1);
+  expect_same(first, one_epoch, "first loader");
+  expect_same(second, one_epoch, "second loader");
+}
+
+TEST_F(TarShardsLoader, SmallCacheEvictsAndStillGivesTheSameBytes) {
+  TarShardOptions options;
+  options.cache_dir = dir_ / "cache";
+  options.cache_local = true;  // local shards through the cache too
+  uint64_t largest = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "shards")) {
+    largest = std::max<uint64_t>(largest, entry.file_size());
+  }
+  options.cache_limit_bytes = largest * 2;
+  Dataset cached = Dataset::tar_shards({pattern_}, options);
+  expect_same(run(cached, 2, 2), run(Dataset::tar_shards({pattern_}), 2, 2), "evicting");
+  uint64_t kept = 0;
+  int copies = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(options.cache_dir)) {
+    if (entry.path().extension() != ".shard") continue;
+    kept += entry.file_size();
+    ++copies;
+  }
+  EXPECT_GE(copies, 1);
+  // A copy locked by another process during the last eviction pass (being
+  // fetched or opened) may stay past the limit.
+  EXPECT_LE(kept, options.cache_limit_bytes + largest);
+}
+
+TEST_F(TarShardsLoader, FailedFetchNamesShardStatusAndStderr) {
+  // Succeeds once (indexing), then fails with a message on stderr.
+  const std::string script = dir_ / "fetch.sh";
+  testing::write_file(script, "n=$(cat '" + (dir_ / "n") + "' 2>/dev/null || echo 0)\n"
+                              "echo $((n + 1)) > '" + (dir_ / "n") + "'\n"
+                              "[ \"$n\" = 0 ] || { echo 'access denied' >&2; exit 9; }\n"
+                              "cat '" + (dir_ / "shards/train-0004.tar") + "'\n");
+  TarShardOptions options;
+  options.cache_dir = dir_ / "cache";
+  options.prefetch_shards = 0;
+  Dataset cached = Dataset::tar_shards({"pipe:sh " + script}, options);
+  remove_cached_copies(options.cache_dir);
+  LoaderOptions loader_options;
+  loader_options.batch_size = 2;
+  loader_options.num_workers = 1;
+  Loader loader(cached, augmenting_pipeline(), loader_options);
+  try {
+    loader.begin();
+    FAIL() << "no error";
+  } catch (const IoError& error) {
+    std::string text = error.what();
+    EXPECT_NE(text.find("pipe:sh " + script), std::string::npos) << text;
+    EXPECT_NE(text.find("status 9"), std::string::npos) << text;
+    EXPECT_NE(text.find("access denied"), std::string::npos) << text;
+  }
+  std::ifstream runs(dir_ / "n");
+  int n = 0;
+  runs >> n;
+  EXPECT_EQ(n, 1 + 3);  // indexing, then fetch_attempts tries
+}
+
+TEST_F(TarShardsLoader, StateResumesWithOrWithoutTheCache) {
+  TarShardOptions cached_options;
+  cached_options.cache_dir = dir_ / "cache";
+  Dataset cached = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"}, cached_options);
+  Dataset plain = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"});
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 1;
+  options.shuffle = true;
+  Loader first(cached, augmenting_pipeline(), options);
+  first.begin_epoch();
+  first.next();
+  first.next();
+  LoaderState state = first.state_dict();
+  Loader resumed(plain, augmenting_pipeline(), options);
+  EXPECT_NO_THROW(resumed.load_state_dict(state));
+}
+
+TEST_F(TarShardsLoader, AMixOfCachedShardsReadsThroughTheCache) {
+  const std::string counter = dir_ / "runs";
+  TarShardOptions cached_options;
+  cached_options.cache_dir = dir_ / "cache";
+  Dataset a = Dataset::tar_shards(
+      {"pipe:echo run >> '" + counter + "'; cat '" + (dir_ / "shards/train-{0000..0001}.tar'")},
+      cached_options);
+  Dataset b = Dataset::tar_shards(
+      {"pipe:echo run >> '" + counter + "'; cat '" + (dir_ / "shards/train-{0002..0004}.tar'")},
+      cached_options);
+  EXPECT_EQ(count_lines(counter), 5);
+  Dataset mix = Dataset::mix({{a, 0.5}, {b, 0.5}});
+  nlohmann::json description = mix.to_json();  // what workers get
+  ASSERT_TRUE(description.contains("cache"));
+  EXPECT_EQ(description["cache"]["dir"], cached_options.cache_dir);
+  EXPECT_EQ(description["shard_bytes"].size(), 5u);
+  run(mix, 2, 2);
+  EXPECT_EQ(count_lines(counter), 5);  // the workers read the copies
+}
+
+TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
+  Dataset shards = Dataset::tar_shards({pattern_}, TarShardOptions{5});
+  LoaderOptions options;
+  options.batch_size = 2;
+  options.num_workers = LoaderOptions::kAutoWorkers;
+  options.max_auto_workers = 2;
+  options.shuffle = true;
+  options.seed = 77;
+  // Short windows and no idle-core condition: the second worker is added
+  // a few batches in, mid-epoch, whatever else runs on the machine.
+  setenv("RINGLOADER_AUTOTUNE_WINDOW_S", "0.002", 1);
+  setenv("RINGLOADER_AUTOTUNE_MIN_IDLE_CORES", "0", 1);
+  Loader loader(shards, augmenting_pipeline(), options);
+  unsetenv("RINGLOADER_AUTOTUNE_WINDOW_S");
+  unsetenv("RINGLOADER_AUTOTUNE_MIN_IDLE_CORES");
+  EpochRun automatic;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    loader.set_epoch(epoch);
+    for (Batch& batch : loader) {
+      automatic.data.push_back(batch.data.clone());
+      automatic.targets.push_back(batch.target.clone());
+      automatic.indices.push_back(batch.sample_indices);
+    }
+  }
+  options.num_workers = 2;
+  Loader fixed(shards, augmenting_pipeline(), options);
+  EpochRun reference;
+  for (int epoch = 0; epoch < 4; ++epoch) {
+    fixed.set_epoch(epoch);
+    for (Batch& batch : fixed) {
+      reference.data.push_back(batch.data.clone());
+      reference.targets.push_back(batch.target.clone());
+      reference.indices.push_back(batch.sample_indices);
+    }
+  }
+  expect_same(automatic, reference, "auto vs 2 workers");
+  LoaderStats stats = loader.stats();
+  int added = 0, retired = 0;
+  for (const std::string& decision : stats.autotune_decisions) {
+    added += decision.find(" -> ") != std::string::npos;
+    retired += decision.find("back to") != std::string::npos;
+  }
+  EXPECT_EQ(added, 1);  // the trainer only copies: it stalls on 1 worker
+  EXPECT_EQ(stats.workers, 1 + added - retired);
+  EXPECT_EQ(stats.ring_slots, 6);  // 2 x 2 workers + 2
 }
 
 }  // namespace

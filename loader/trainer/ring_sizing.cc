@@ -1,0 +1,38 @@
+#include "loader/trainer/ring_sizing.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace ringloader::trainer {
+namespace {
+
+uint64_t quarter_of_memory() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{1} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 4;
+}
+
+}  // namespace
+
+int worker_capacity(const LoaderOptions& options) {
+  if (options.num_workers != LoaderOptions::kAutoWorkers) {
+    return std::max(1, options.num_workers);
+  }
+  if (options.max_auto_workers > 0) return options.max_auto_workers;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return cores > 0 ? static_cast<int>(cores) : 1;
+}
+
+int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes) {
+  const int workers = options.num_workers == 0 ? 0 : worker_capacity(options);
+  const int wanted = std::max(4, 2 * workers + 2);
+  const uint64_t budget = options.ring_memory_budget_bytes > 0
+                              ? options.ring_memory_budget_bytes
+                              : quarter_of_memory();
+  const uint64_t fit = slot_bytes > 0 ? budget / slot_bytes : uint64_t(wanted);
+  return static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(wanted, fit)));
+}
+
+}  // namespace ringloader::trainer
