@@ -14,19 +14,7 @@ from torch.utils.data import DistributedSampler
 
 import ringloader
 from ringloader import transforms as T
-
-
-class IndexDataset(torch.utils.data.Dataset):
-    """A Python map-style dataset: sample i is (a tensor of i, i)."""
-
-    def __init__(self, size):
-        self.size = size
-
-    def __len__(self):
-        return self.size
-
-    def __getitem__(self, index):
-        return torch.full((4,), float(index)), index
+from index_dataset import IndexDataset
 
 
 def indices_of(loader, epoch):

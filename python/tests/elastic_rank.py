@@ -15,21 +15,9 @@ import torch.distributed as dist
 
 import ringloader
 from ringloader import transforms as T
+from index_dataset import IndexDataset
 
 BATCH = 2
-
-
-class IndexDataset(torch.utils.data.Dataset):
-    """A Python map-style dataset: sample i is (a tensor of i, i)."""
-
-    def __init__(self, size):
-        self.size = size
-
-    def __len__(self):
-        return self.size
-
-    def __getitem__(self, index):
-        return torch.full((2,), float(index)), index
 
 
 def datasets(folder, tars):
@@ -39,7 +27,7 @@ def datasets(folder, tars):
         T.Compose([T.CenterCrop(4), T.ToTensor()]))
     shards = ringloader.datasets.TarShards(tars, T.Compose([T.CenterCrop(2), T.ToTensor()]),
                                            shuffle_buffer=3)
-    python = IndexDataset(len(files))
+    python = IndexDataset(len(files), width=2)
     # (name, dataset, workers): Python datasets run in Python workers (the
     # native loader's elastic split) and in process (the Python iterator's).
     return {"folder": (files, 1), "tar": (shards, 1), "python": (python, 1),

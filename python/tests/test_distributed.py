@@ -22,12 +22,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_job(world, root, out):
+def run_gloo_job(script, world, args, out):
+    """Runs `script` once per rank (RANK, WORLD_SIZE, MASTER_* set as
+    torchrun sets them), checks every rank exited 0, returns `out`'s JSON."""
     package_parent = os.path.dirname(os.path.dirname(ringloader.__file__))
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE=str(world),
                PYTHONPATH=os.pathsep.join([package_parent, os.path.dirname(__file__)]))
-    ranks = [subprocess.Popen([sys.executable, RANK_SCRIPT, root, out],
+    ranks = [subprocess.Popen([sys.executable, script, *args],
                               env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(world)]
@@ -41,6 +43,10 @@ def run_job(world, root, out):
         assert p.returncode == 0, f"rank {r} failed:\n{outputs[r]}"
     with open(out) as f:
         return json.load(f)
+
+
+def run_job(world, root, out):
+    return run_gloo_job(RANK_SCRIPT, world, [root, out], out)
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])

@@ -6,19 +6,16 @@ the one a job always run at W' draws. Image folders, tar shards, and a
 Python dataset (in Python workers and in process)."""
 import collections
 import io
-import json
 import os
 import tarfile
 
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import ringloader
 from conftest import write_image_folder
-from test_distributed import free_port
+from test_distributed import run_gloo_job
 
 RANK_SCRIPT = os.path.join(os.path.dirname(__file__), "elastic_rank.py")
 SAMPLES = 23  # odd: every world size pads
@@ -39,24 +36,7 @@ def write_tars(folder):
 
 
 def run(world, args, out):
-    package_parent = os.path.dirname(os.path.dirname(ringloader.__file__))
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()), WORLD_SIZE=str(world),
-               PYTHONPATH=os.pathsep.join([package_parent, os.path.dirname(__file__)]))
-    ranks = [subprocess.Popen([sys.executable, RANK_SCRIPT, *args],
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-             for r in range(world)]
-    try:
-        outputs = [p.communicate(timeout=240)[0].decode() for p in ranks]
-    finally:
-        for p in ranks:
-            if p.poll() is None:
-                p.kill()
-    for r, p in enumerate(ranks):
-        assert p.returncode == 0, f"rank {r} failed:\n{outputs[r]}"
-    with open(out) as f:
-        return json.load(f)
+    return run_gloo_job(RANK_SCRIPT, world, args, out)
 
 
 @pytest.mark.parametrize("before,after,stop,single", [
