@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """num_workers="auto" against fixed worker counts (issue 16, item 3).
 
   /usr/bin/python3 bench/autotune_bench.py [--photos DIR] [--seconds 8]

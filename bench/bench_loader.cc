@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-bench: the ringloader side of bench/run_all.sh. Every mode prints
 // one JSON object on stdout.
 //
@@ -18,11 +19,11 @@
 //       not inflate it) of the JPEG workload's stages, one thread, no ring:
 //       apply_pipeline() with growing pipelines (decode only, + RRC, + flip,
 //       + ToTensor, + Normalize); the differences are the stages' costs.
-//       torch_anchor.py profile measures the same stages for PIL/torchvision.
+//       torch_side.py profile measures the same stages for PIL/torchvision.
 //
 // Common options: --workers 2 --batch-size N --seed 0 --ring-slots 0
-// The throughput loops mirror bench/torch_anchor.py: warm-up epochs are not
-// timed, and every batch is touched (one element read) like the anchor does.
+// The throughput loops mirror bench/torch_side.py: warm-up epochs are not
+// timed, and every batch is touched (one element read) like the torch side does.
 #include <time.h>
 #include <unistd.h>
 
@@ -145,7 +146,7 @@ ringloader::LoaderOptions base_options(const Args& args, long batch_size) {
   return options;
 }
 
-// Reads one element of a batch, like the anchor's float(data.view(-1)[0]).
+// Reads one element of a batch, like the torch side's float(data.view(-1)[0]).
 double touch(const torch::Tensor& data) {
   if (data.scalar_type() == torch::kFloat32) return data.data_ptr<float>()[0];
   return data.data_ptr<uint8_t>()[0];

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tar shards vs ImageFolder on the same images, one run, side by side:
 //
 //   ringloader-tar-bench --root PHOTOS --shards 'SHARDS/photos-{0000..0009}.tar'

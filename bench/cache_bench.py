@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Shard cache vs today's streaming, for pipe: shards (issue 16, item 2).
 
   /usr/bin/python3 bench/cache_bench.py [--photos DIR] [--epochs 3] [--latency 0.1]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-fast-psnr: how far PipelineMode::kFast is from kExact (which
 // is torchvision's pixels), and what each costs, on the benchmark photos.
 // One thread, no loader: apply_pipeline() per image, same seed and index

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Time to the first batch with a Python dataset: torch's DataLoader against
 ringloader's, in one run, each in a fresh interpreter (a training script's
 start), on a torchvision ImageFolder of small JPEGs that this script makes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-jpeg-probe: what JPEG decoding could cost for the jpeg workload
 // with libjpeg-turbo's partial-decode features, measured on the benchmark's
 // photographs (per-image CPU time of this thread, so other load on the

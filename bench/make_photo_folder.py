@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Builds an ImageNet-like JPEG ImageFolder from real photographs.
 
 The sources are the colour photographs that Debian's python3-skimage ships

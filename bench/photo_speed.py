@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The photo pipeline through the public Python API, torch's DataLoader and
 ringloader's (exact and fast mode) in one run, rounds interleaved so that
 load from elsewhere hits all three alike.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Python-side benchmarks, ringloader.DataLoader and torch's DataLoader side
 by side in one run, same data, same workers, same batch size:
 

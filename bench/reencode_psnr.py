@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """What re-encoding photos at a maximum side costs in pixels: PSNR of
 torchvision's evaluation view (Resize(256) + CenterCrop(224), PIL) of each
 re-encoded photo against the same view of the original, and the bytes saved.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Prints the table of bench/run_all.sh from the JSON files it wrote.
 
   /usr/bin/python3 bench/report.py BUILD_DIR/bench-results
@@ -127,7 +128,7 @@ def main():
     anchor = (load(folder, "jpeg-torch-*.json") + load(folder, "fashion-torch-*.json"))
     if anchor:
         a = anchor[0]
-        notes.append(f"anchor: torch {a['torch']}, torchvision {a['torchvision']}, "
+        notes.append(f"torch side: torch {a['torch']}, torchvision {a['torchvision']}, "
                      f"Pillow {a['pillow']}, num_workers {a['num_workers']}, "
                      "persistent_workers=True; both sides 2 workers on "
                      f"{a['cpus']} cores; load average at the end "

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs ringloader and the PyTorch anchor (torch.utils.data.DataLoader) side by
+# SPDX-License-Identifier: BSD-3-Clause
+# Runs ringloader and the torch side (torch.utils.data.DataLoader, bench/torch_side.py) side by
 # side, on the same data, in one run, and prints the table of measured figures.
 #
 #   bench/run_all.sh [BUILD_DIR] [--quick] [--repeat N]
@@ -83,13 +84,13 @@ run() {  # run NAME CMD...: JSON on stdout into $OUT/NAME.json, stderr shown
 
 for ((r = 1; r <= REPEAT; r++)); do
   echo "== jpeg (round $r/$REPEAT)"
-  run "jpeg-torch-$r" "$PY" "$HERE/torch_anchor.py" jpeg --root "$PHOTOS" \
+  run "jpeg-torch-$r" "$PY" "$HERE/torch_side.py" jpeg --root "$PHOTOS" \
     --epochs "$JPEG_EPOCHS"
   run "jpeg-ringloader-$r" "$BENCH" jpeg --root "$PHOTOS" --epochs "$JPEG_EPOCHS"
   run "jpeg-fast-ringloader-$r" "$BENCH" jpeg --mode fast --root "$PHOTOS" \
     --epochs "$JPEG_EPOCHS"
   echo "== fashion-mnist (round $r/$REPEAT)"
-  run "fashion-torch-$r" "$PY" "$HERE/torch_anchor.py" fashion \
+  run "fashion-torch-$r" "$PY" "$HERE/torch_side.py" fashion \
     --images "$FASHION_IMAGES" --labels "$FASHION_LABELS" --epochs "$FASHION_EPOCHS"
   # ringloader runs more epochs of the same data so that its timed window
   # (an epoch takes it ~0.1 s) is long enough to time reliably.
@@ -97,7 +98,7 @@ for ((r = 1; r <= REPEAT; r++)); do
     --labels "$FASHION_LABELS" --epochs "$FASHION_RING_EPOCHS"
 done
 echo "== per-stage CPU profile of the jpeg workload (one thread, no loader)"
-run profile-torch "$PY" "$HERE/torch_anchor.py" profile --root "$PHOTOS" --limit "$PROFILE_IMAGES"
+run profile-torch "$PY" "$HERE/torch_side.py" profile --root "$PHOTOS" --limit "$PROFILE_IMAGES"
 run profile-ringloader "$BENCH" profile --root "$PHOTOS" --limit "$PROFILE_IMAGES"
 if [[ -x "$BUILD/ringloader-jpeg-probe" ]]; then
   run jpeg-probe "$BUILD/ringloader-jpeg-probe" --limit "$PROFILE_IMAGES" "$PHOTOS"/*/*.jpg

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The cost of keeping batches (issue 13): a loop that keeps every label and
 every 10th batch (metrics, stored outputs) against the plain loop that drops
 each batch, same loader settings, interleaved rounds in one run. Kept

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Command line shared by the single-image probes: `[--limit N] FILE...`,
 // read as up to N files spread evenly over the list (so a folder's classes
 // are all represented when the limit is below its size).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-train: an image classifier trained end to end with ringloader.
 //
 // By default it exports Debian's Fashion-MNIST IDX files once to a PNG

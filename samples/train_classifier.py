@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """train_classifier.py: the Python twin of ringloader-train.
 
 Fashion-MNIST (Debian's dataset-fashion-mnist) is exported once to a PNG

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configures and builds ringloader into BUILD_DIR (default: build).
 #   scripts/build.sh [extra cmake args...]
 #   BUILD_TARGETS="ringloader-train" scripts/build.sh   only those targets

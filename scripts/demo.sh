@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The main job: installs what is missing, builds, and trains the sample
 # image classifier on Fashion-MNIST (Debian's dataset-fashion-mnist), fed
 # through ringloader. Extra arguments go to the trainer (see --help).

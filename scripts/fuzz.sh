@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the libFuzzer harnesses (clang, ASan+UBSan) in build-fuzz and runs
 # them from the seed corpora plus the regression inputs in
 # tests/fuzz/regressions/<harness>/ (every past finding); fails on any crash,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Seed corpora for the libFuzzer harnesses (scripts/fuzz.sh): small valid
 images of each format and modes, and pipelines as JSON, so the fuzzers
 start inside the decoders and the parser rather than at their front door."""

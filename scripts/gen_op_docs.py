@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the op table of docs/transforms.md from the C++ op spec table.
 
     PYTHONPATH=build/python /usr/bin/python3 scripts/gen_op_docs.py          # rewrite the doc

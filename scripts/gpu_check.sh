@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds with CUDA against the PyTorch found by `python3` (libtorch 2.x with
 # CUDA) and runs the GPU tests and benchmark. Meant for a GPU machine; uses
 # .gpu-deps (scripts/gpu_deps_bundle.sh) for libraries it may lack.
@@ -24,5 +25,5 @@ if [ -x "$BUILD/ringloader-gpu-bench" ]; then
   echo "== ringloader (device=cuda, ring pinned)"
   "$BUILD/ringloader-gpu-bench" "$DATA/train-images-idx3-ubyte.gz" "$DATA/train-labels-idx1-ubyte.gz"
   echo "== torch DataLoader (pin_memory, non_blocking)"
-  python3 bench/gpu/gpu_anchor.py "$DATA/train-images-idx3-ubyte.gz" "$DATA/train-labels-idx1-ubyte.gz"
+  python3 bench/gpu/torch_side_gpu.py "$DATA/train-images-idx3-ubyte.gz" "$DATA/train-labels-idx1-ubyte.gz"
 fi

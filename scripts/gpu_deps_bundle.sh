@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Packs this Debian machine's build dependencies that a bare GPU test box may
 # lack (oneTBB, libjpeg-turbo, stb, OpenCV core/imgproc) into .gpu-deps/usr,
 # laid out like /usr so their CMake and pkg-config files stay relocatable.

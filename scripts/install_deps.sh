@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs every Debian package ringloader needs to build, test, run its
 # sample and benchmarks. Safe to re-run: does nothing when all are present.
 set -euo pipefail

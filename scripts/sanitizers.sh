@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sanitizer builds of the parts ringloader owns. libtorch is not built with
 # sanitizers, so the suites that need it run under ASan+UBSan only (ASan
 # tolerates uninstrumented libraries; TSan does not), and TSan covers the

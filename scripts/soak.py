@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Soak test (not in CI): random faults over random loaders for N minutes.
 
 Each round builds a loader (tar shards, an image folder or a Python dataset;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what is missing, builds, and runs every test: the GoogleTest
 # suites, the pytest suite and the sample's smoke run under ctest, then the
 # sanitizer builds (ASan+UBSan and TSan) and the fuzzers (a fixed number of

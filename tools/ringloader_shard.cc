@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-shard: turns a torchvision ImageFolder into WebDataset-style
 // tar shards that Dataset::tar_shards reads.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "tools/shard_reencode.h"
 
 #include <turbojpeg.h>
@@ -7,7 +8,7 @@
 #include <memory>
 
 #include "ringloader/errors.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 #include "transforms/resample.h"
 
 namespace ringloader::tools {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Optional re-encoding of photos as ringloader-shard writes them, as FFCV's
 // writer does (max_resolution, jpeg_quality): smaller files decode faster,
 // since entropy decoding grows with the bytes. It changes the pixels the

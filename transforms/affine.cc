@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Expressions keep Python's and Pillow's evaluation order (a * x + b * y + c
 // is (a * x + b * y) + c, accumulators are advanced by addition rather than
 // recomputed): a different rounding moves a sample across a pixel edge.

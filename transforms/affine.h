@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Affine warps as torchvision 0.14 runs them on PIL images: F.rotate calls
 // Image.rotate, F.affine calls Image.transform(AFFINE) with the matrix of
 // F._get_inverse_affine_matrix. Both end in Pillow 9.4's Geometry.c, whose

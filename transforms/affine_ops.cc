@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transforms/affine_ops.h"
 
 #include <cmath>

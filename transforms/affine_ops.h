@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RandomRotation and RandomAffine: torchvision 0.14's parameters, random
 // draws and PIL path over the warps of affine.h.
 #pragma once

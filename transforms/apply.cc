@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // apply_pipeline: the whole per-sample path without a ring, for debugging,
 // tests and in-process use.
 #include <memory>
@@ -5,7 +6,7 @@
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
 #include "transforms/compiled_pipeline.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace ringloader {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The float/double mix below is Pillow's own (Convert.c, Blend.c): a double
 // literal promotes an expression, a float variable rounds it back. Changing a
 // type or the order of an operation changes some pixels, so the expressions

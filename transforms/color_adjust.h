@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PIL's colour operations bit for bit, as torchvision 0.14 calls them on PIL
 // images (Pillow 9.4): ImageEnhance's blends (F.adjust_brightness /
 // contrast / saturation), the RGB <-> HSV round trip of F.adjust_hue, and

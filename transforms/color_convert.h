@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pixel-format conversions exactly as Pillow's Convert.c does them, so a
 // decoded image equals PIL's Image.convert("RGB") / convert("L").
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ColorJitter, Grayscale and RandomGrayscale: torchvision 0.14's transforms
 // over the PIL-exact functions of color_adjust.h.
 #pragma once

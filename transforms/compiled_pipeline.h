@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A Pipeline turned into runnable ops. Built once per process (trainer or
 // worker) from the Pipeline's JSON; run once per sample.
 #pragma once
@@ -7,7 +8,7 @@
 
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 #include "transforms/image.h"
 
 namespace ringloader::transforms {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // {"op": "Custom", "library": ..., "name": ..., ...}: ops from users' shared
 // libraries (include/ringloader/custom_op.h). Each library is dlopen'ed once
 // per process, by the path the pipeline names, and stays loaded: ops made

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The "Custom" op: an ImageOp made by a user's shared library (see
 // include/ringloader/custom_op.h), loaded by path.
 #pragma once

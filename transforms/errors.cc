@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "ringloader/errors.h"
 
 namespace ringloader {

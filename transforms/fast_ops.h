@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PipelineMode::kFast versions of the ops that dominate a pipeline's time:
 // RandomResizedCrop (reduced-scale region decode + OpenCV resize) and
 // Resize (OpenCV resize). Same parameters and random draws as the exact

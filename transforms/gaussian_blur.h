@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GaussianBlur as torchvision 0.14 runs it on a PIL image: pil_to_tensor,
 // a float32 Gaussian kernel (torch.linspace, exp, normalised by its sum),
 // reflect padding of kernel_size // 2, convolution, torch.round (half to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Padding, crop boxes and output sizes: the arithmetic behind the ops,
 // kept apart so tests can check it against torchvision directly.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An 8-bit image in memory: rows of interleaved channels (HWC), the layout PIL
 // and every decoder produce. Ops read one and write another; the last op of a
 // pipeline writes into memory it is given (the ring slot), never into an Image.

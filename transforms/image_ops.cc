@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The ops themselves: thin classes over geometry.cc and resample.cc.
 #include <algorithm>
 #include <cmath>

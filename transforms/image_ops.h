@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The image ops, each torchvision's algorithm on 8-bit HWC images (PIL
 // backend, torchvision 0.14). Random choices draw from the sample's
 // SampleRng in a fixed order, documented per op, with torchvision's rules.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading one op's JSON parameters with validation: every problem becomes
 // an OptionError naming the op, its position and the parameter. Defaults,
 // numeric ranges and allowed strings come from the op spec table

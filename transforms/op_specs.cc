@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The op spec table (see op_specs.h): the one place where an op's parameters,
 // their defaults (torchvision 0.14's), types, ranges and docs are written.
 // Adding an op is its kernel plus one entry here and one factory line in

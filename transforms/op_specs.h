@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The op spec table: every op's parameters (type, default, allowed values or
 // range, doc) and its doc, written once in op_specs.cc. Everything else reads
 // it: OpParams (defaults, ranges, choices and the error messages of the JSON

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The Philox4x32-10 block function behind SampleRng, exposed so tests can
 // check it against the published known-answer vectors (Random123).
 #pragma once

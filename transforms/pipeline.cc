@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pipelines as data: JSON in and out, op builders, validation, and the
 // compiled form workers run. Every check happens here, at construction.
 #include <functional>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Philox4x32-10. Key: the seed's two 32-bit halves (low, high). Counter
 // words: [0] block number (0, 1, 2, ... as values are drawn), [1] stream,
 // [2..3] the low and high halves of splitmix64(epoch) + index. So every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "transforms/random_erasing.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // RandomErasing (torchvision 0.14), part of the tensor stage: it runs on the
 // sample's CHW tensor in the ring slot after ToTensor / PILToTensor wrote it,
 // like torchvision's RandomErasing on the tensor F.to_tensor returned.

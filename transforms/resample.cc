@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The hot loops (uint8 x int32 multiply-adds over rows) vectorise only with
 // GCC's full cost model, which -O2 (the RelWithDebInfo default) lacks; the
 // integer arithmetic is unchanged, so results stay bit-exact.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Resizing that reproduces Pillow's Image.resize pixel for pixel: the
 // separable convolution of libImaging/Resample.c (support widened by the
 // downscale factor, i.e. antialiased; 22-bit fixed-point coefficients; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // AVX2 versions of Pillow's two resampling passes with Pillow's arithmetic
 // unchanged, so the bytes equal the portable loops' (and PIL's).
 //

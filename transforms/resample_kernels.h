@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The two passes of Pillow's separable resampler, shared by the portable
 // loops (resample.cc) and the AVX2 ones (resample_avx2.cc). Both compute
 // Pillow's exact integer sums, so they give identical bytes; AVX2 is picked

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The last step of every pipeline, fused: ToTensor (/255, CHW), Normalize
 // and PILToTensor, writing each value once, straight into the ring slot.
 #pragma once

@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // GPU benchmarks, run side by side in one process:
 //  1. H2D throughput: batches copied from pinned ring slots vs the same
 //     bytes from a plain cudaMallocHost buffer (target >= 90%).
 //  2. A training-like loop (a GPU matmul per step) fed by ringloader with
 //     device = cuda: the trainer's stall per step. The torch DataLoader
-//     side of that comparison is bench/gpu_anchor.py (same data, same step).
+//     side of that comparison is bench/torch_side_gpu.py (same data, same step).
 //
 //   ringloader-gpu-bench <images.idx[.gz]> <labels.idx[.gz]> [json-out]
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Custom image ops: your own C++ transform in a shared library, named by a
 // pipeline and loaded by path in the trainer (validation, output shape, at
 // Loader construction) and in every spawned worker.
@@ -47,11 +48,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringloader/export.h"
+
 namespace ringloader {
 
 // An 8-bit image: `height` rows of `width` pixels of `channels` interleaved
 // bytes (HWC, RGB or L), no row padding.
-struct CustomImage {
+struct RINGLOADER_EXPORT CustomImage {
   int height = 0;
   int width = 0;
   int channels = 0;
@@ -65,7 +68,7 @@ struct CustomImage {
 
 // The sample's own random stream (counter-based: depends only on seed,
 // epoch and sample index, never on the worker). Draw in a fixed order.
-class CustomRandom {
+class RINGLOADER_EXPORT CustomRandom {
  public:
   virtual double uniform() = 0;                               // [0, 1)
   virtual int64_t integer(int64_t low, int64_t high) = 0;     // [low, high]
@@ -74,7 +77,7 @@ class CustomRandom {
   ~CustomRandom() = default;
 };
 
-class CustomOp {
+class RINGLOADER_EXPORT CustomOp {
  public:
   virtual ~CustomOp() = default;
   // Output (height, width) for an input of (height, width). Inputs of 0
@@ -89,7 +92,7 @@ class CustomOp {
                      CustomRandom& random) const = 0;
 };
 
-class CustomOpRegistry {
+class RINGLOADER_EXPORT CustomOpRegistry {
  public:
   // `create` makes an op from its parameters (JSON text: the pipeline
   // entry without "op", "library", "name"); it throws std::exception with
@@ -111,7 +114,7 @@ class CustomOpRegistry {
 
 // The op builder for pipelines (defined in libringloader, not in yours).
 struct Op;
-Op Custom(const std::string& library, const std::string& name,
+RINGLOADER_EXPORT Op Custom(const std::string& library, const std::string& name,
           nlohmann::json params = nlohmann::json::object());
 
 }  // namespace ringloader

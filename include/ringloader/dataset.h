@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Where samples come from. A Dataset is a description the trainer resolves
 // once (folders are scanned, files listed) and ships to workers as data, so
 // every process sees the same samples in the same order.
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringloader/export.h"
 #include "ringloader/transforms.h"
 
 namespace ringloader {
@@ -19,13 +21,13 @@ struct TarIndex;
 }
 
 // One sample of a file-backed dataset: an encoded image and its label.
-struct FileSample {
+struct RINGLOADER_EXPORT FileSample {
   std::string path;
   int64_t label = 0;
 };
 
 // How tar shards are read (see Dataset::tar_shards). Plain data.
-struct TarShardOptions {
+struct RINGLOADER_EXPORT TarShardOptions {
   // Samples a seeded shuffle buffer mixes when the Loader shuffles
   // (WebDataset's shuffle(n)), on top of a per-epoch shard order. 0 or 1
   // keeps each shard's samples in archive order. Default: 1000.
@@ -59,14 +61,14 @@ struct TarShardOptions {
 
 // One dataset of a weighted mix (Dataset::mix): its samples, the samples
 // it gives per epoch, and its tar shards (0 for files).
-struct MixPart {
+struct RINGLOADER_EXPORT MixPart {
   int64_t size = 0;
   int64_t choose = 0;
   int64_t shards = 0;
 };
 
 // How a mix sizes its epoch (Dataset::mix).
-struct MixOptions {
+struct RINGLOADER_EXPORT MixOptions {
   // Samples per epoch over all ranks, split over the datasets by weight
   // (Mosaic Streaming's `epoch_size` with `proportion`). Default: 0, the
   // datasets' total size.
@@ -76,10 +78,10 @@ struct MixOptions {
 // Samples per epoch of each part of a mix with these sizes and weights
 // (what Dataset::mix gives each part; for mixes of Python datasets).
 // Throws OptionError for non-positive weights or empty parts.
-std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
+RINGLOADER_EXPORT std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
                                 const std::vector<double>& weights, int64_t epoch_size);
 
-class Dataset {
+class RINGLOADER_EXPORT Dataset {
  public:
   // torchvision.datasets.ImageFolder: root/<class>/<image>; classes are the
   // sub-folder names sorted by byte order, labels their positions; files are

@@ -1,15 +1,19 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Typed errors. Every message names what failed (file, sample index, batch,
 // worker) and why, so a user can act on it without a debugger.
+// Implemented in transforms/errors.cc (the lowest layer; loader/ uses it).
 #pragma once
 
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "ringloader/export.h"
+
 namespace ringloader {
 
 // Base of every error ringloader throws.
-class Error : public std::runtime_error {
+class RINGLOADER_EXPORT Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -17,14 +21,14 @@ class Error : public std::runtime_error {
 // A constructor argument or option is invalid (batch size 0, unknown
 // transform, pipeline whose output shape is not fixed, ...). Thrown at Loader
 // construction, never from a worker. Maps to Python's ValueError.
-class OptionError : public Error {
+class RINGLOADER_EXPORT OptionError : public Error {
  public:
   using Error::Error;
 };
 
 // A file or folder could not be read: missing, unreadable, empty dataset.
 // Maps to Python's OSError.
-class IoError : public Error {
+class RINGLOADER_EXPORT IoError : public Error {
  public:
   using Error::Error;
 };
@@ -32,7 +36,7 @@ class IoError : public Error {
 // A sample's bytes could not be decoded: corrupt, truncated, unsupported
 // format, or larger than the configured pixel limit. Maps to Python's
 // ValueError subclass ringloader.DecodeError.
-class DecodeError : public Error {
+class RINGLOADER_EXPORT DecodeError : public Error {
  public:
   using Error::Error;
 };
@@ -40,19 +44,19 @@ class DecodeError : public Error {
 // A worker process failed (died, hung) or reported an error while producing
 // a batch. The message names the worker, the batch and, when known, the
 // sample and file. Maps to Python's RuntimeError.
-class WorkerError : public Error {
+class RINGLOADER_EXPORT WorkerError : public Error {
  public:
   using Error::Error;
 };
 
 // The trainer holds every ring slot through live batches, so the next batch
 // can never be produced. Raised instead of deadlocking. Maps to RuntimeError.
-class LeaseError : public Error {
+class RINGLOADER_EXPORT LeaseError : public Error {
  public:
   using Error::Error;
 };
 
 // Where a sample came from, for error messages: "sample 17 (/data/cat/3.jpg)".
-std::string describe_sample(int64_t index, const std::string& source);
+RINGLOADER_EXPORT std::string describe_sample(int64_t index, const std::string& source);
 
 }  // namespace ringloader

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Batches produced by workers that are not ringloader's own C++ workers:
 // the Python package uses this to run any map-style Python Dataset in
 // spawned Python processes that write samples straight into the ring.
@@ -14,11 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "ringloader/export.h"
 #include "ringloader/dataset.h"
 
 namespace ringloader {
 
-struct ExternalWorkers {
+struct RINGLOADER_EXPORT ExternalWorkers {
   // argv of a worker, e.g. {"/usr/bin/python3", "-m", "ringloader._worker"};
   // "--ring-fd 3 --config-fd 4 --index I --parent-pid P" is appended.
   std::vector<std::string> command;
@@ -33,7 +35,7 @@ struct ExternalWorkers {
 };
 
 // One worker's connection to the ring it was spawned with.
-class WorkerEndpoint {
+class RINGLOADER_EXPORT WorkerEndpoint {
  public:
   struct Task {
     uint64_t batch_id = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The Loader: a DataLoader whose workers write batches straight into a ring
 // of shared memory and whose iterator hands them out without copying.
 //
@@ -41,6 +42,7 @@
 
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
+#include "ringloader/export.h"
 #include "ringloader/external.h"
 #include "ringloader/transforms.h"
 
@@ -58,7 +60,7 @@ enum class OnError {
   kSkip,   // it is replaced by another sample of the dataset
 };
 
-struct LoaderOptions {
+struct RINGLOADER_EXPORT LoaderOptions {
   // num_workers = kAutoWorkers: the Loader picks the worker count by
   // measurement (docs/architecture.md, "Autotuned workers"). It starts with
   // one worker and adds one while the trainer stalls on batches and cores
@@ -170,7 +172,7 @@ struct LoaderOptions {
 // One batch. `data` is [N, C, H, W] (CHW samples) or [N, H, W, C] (HWC
 // samples) and aliases the ring slot; `target` is int64 [N], a copy (so
 // keeping labels never holds a slot).
-struct Batch {
+struct RINGLOADER_EXPORT Batch {
   torch::Tensor data;
   torch::Tensor target;
   int64_t epoch = 0;
@@ -181,7 +183,7 @@ struct Batch {
 
 // Where time went, summed over the loader's life. Worker figures are summed
 // over workers (so they can exceed wall time).
-struct LoaderStats {
+struct RINGLOADER_EXPORT LoaderStats {
   int64_t batches = 0;
   int64_t samples = 0;
   double wall_s = 0;         // since construction
@@ -212,7 +214,7 @@ struct LoaderStats {
 
 // One stretch of an epoch run at one world size, in an elastic resume: the
 // batches each of its ranks handed out (batches.size() == world_size).
-struct ElasticStage {
+struct RINGLOADER_EXPORT ElasticStage {
   int64_t world_size = 1;
   std::vector<int64_t> batches;
 };
@@ -230,7 +232,7 @@ struct ElasticStage {
 // their batch counts are equal. One rank's state is enough when all ranks
 // took the same number of batches (lockstep); merge() the states of all
 // ranks to record each rank's own count.
-struct LoaderState {
+struct RINGLOADER_EXPORT LoaderState {
   static constexpr int kVersion = 2;
   int version = kVersion;
   int64_t epoch = 0;             // the epoch in progress, or the next one
@@ -273,10 +275,26 @@ struct LoaderState {
   static LoaderState merge(const std::vector<LoaderState>& states);
 };
 
-class Loader {
+// Threads. A Loader is not thread-safe: one thread at a time calls its
+// methods (below, "the trainer thread": any one thread, the same or another
+// after synchronising with the last call). Two threads that share a Loader
+// need their own lock. The exception is what it hands out: a Batch and its
+// tensors may be copied, moved and destroyed on any thread (the slot's
+// release is thread-safe), and `data` may be read there, but not while the
+// trainer thread is inside next(), which may spill a held batch (see the top
+// of this file). Threads the Loader starts (the worker watch, shard
+// prefetch) never call user code.
+//
+// Ownership. The Loader owns the ring (a memfd mapping) and its worker
+// processes; its destructor cancels the epoch in progress, stops the workers
+// and waits for them. A batch's tensors share ownership of the ring, so they
+// stay valid after the Loader is destroyed (their slots are then never
+// reused). Datasets and pipelines are copied in at construction.
+class RINGLOADER_EXPORT Loader {
  public:
-  // Validates everything here (OptionError / IoError), creates the ring and
-  // spawns the workers, which live until the Loader is destroyed.
+  // Trainer thread. Validates everything here (OptionError / IoError),
+  // creates the ring and spawns the workers, which live until the Loader is
+  // destroyed.
   Loader(Dataset dataset, Pipeline pipeline, LoaderOptions options);
   // Samples made by external workers (see external.h); batches' `data` is
   // the raw slot. Needs num_workers > 0.
@@ -285,34 +303,36 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  // Like DistributedSampler.set_epoch: the next iteration uses this epoch's
-  // shuffle and augmentation. Without a call, each iteration advances it.
+  // Trainer thread. Like DistributedSampler.set_epoch: the next iteration uses
+  // this epoch's shuffle and augmentation. Without a call, each iteration
+  // advances it.
   void set_epoch(int64_t epoch);
 
-  // Replaces the built-in sampler for the next epoch started: its batches
-  // take these dataset indices in this order (like passing a sampler to
-  // torch's DataLoader). Throws OptionError for an index outside the dataset
+  // Trainer thread. Replaces the built-in sampler for the next epoch started:
+  // its batches take these dataset indices in this order (like passing a sampler
+  // to torch's DataLoader). Throws OptionError for an index outside the dataset
   // or more than max_samples_per_epoch indices.
   void set_order(std::vector<int64_t> indices);
 
-  // The position between batches: the epoch in progress and how many of its
-  // batches were handed out (batches staged on a GPU but not yet handed out
-  // do not count), or the next epoch and 0 when none is in progress.
+  // Trainer thread. The position between batches: the epoch in progress and how
+  // many of its batches were handed out (batches staged on a GPU but not yet
+  // handed out do not count), or the next epoch and 0 when none is in progress.
   LoaderState state_dict() const;
-  // Makes the next epoch started be `state.epoch`, skipping (never decoding)
-  // its first `state.batches_consumed` batches; an epoch the state saw to
-  // its end is skipped whole (the next is state.epoch + 1). set_epoch() with
-  // another epoch afterwards drops the position. Throws OptionError when the
-  // state belongs to another configuration (seed, dataset, batch size,
-  // shuffle, drop_last, rank, world_size, pipeline), naming what differs.
-  // A state of another world size (or rank) resumes elastically: this
-  // rank's order for the rest of the epoch is its share of the samples no
-  // rank consumed (see LoaderState); later epochs are this world size's.
-  // Orders from set_order() cannot move to another world size (OptionError).
+  // Trainer thread. Makes the next epoch started be `state.epoch`, skipping
+  // (never decoding) its first `state.batches_consumed` batches; an epoch the
+  // state saw to its end is skipped whole (the next is state.epoch + 1).
+  // set_epoch() with another epoch afterwards drops the position. Throws
+  // OptionError when the state belongs to another configuration (seed, dataset,
+  // batch size, shuffle, drop_last, rank, world_size, pipeline), naming what
+  // differs. A state of another world size (or rank) resumes elastically: this
+  // rank's order for the rest of the epoch is its share of the samples no rank
+  // consumed (see LoaderState); later epochs are this world size's. Orders from
+  // set_order() cannot move to another world size (OptionError).
   void load_state_dict(const LoaderState& state);
   // The states of all ranks (LoaderState::merge, then as above).
   void load_state_dict(const std::vector<LoaderState>& states);
 
+  // Trainer thread, as every method (they read state next() changes).
   // Batches per epoch (len(DataLoader)).
   int64_t size() const;
   const SampleShape& sample_shape() const;
@@ -346,13 +366,13 @@ class Loader {
     Batch current_;
   };
 
-  // Starts an epoch. Starting a new one abandons the previous epoch's
-  // remaining batches (they are cancelled, not decoded).
+  // Trainer thread. Starts an epoch. Starting a new one abandons the previous
+  // epoch's remaining batches (they are cancelled, not decoded).
   Iterator begin();
   Iterator end() { return Iterator(); }
 
-  // For callers that pull batches instead of iterating (bindings, custom
-  // loops): begin_epoch() starts an epoch like begin() without taking its
+  // Trainer thread. For callers that pull batches instead of iterating
+  // (bindings, custom loops): begin_epoch() starts an epoch like begin() without taking its
   // first batch; next() returns the next batch, or nullopt at the epoch's end.
   void begin_epoch();
   std::optional<Batch> next();
@@ -380,10 +400,12 @@ class Loader {
 // The built-in sampler's order for `epoch` on this rank: the dataset indices
 // a Loader with these options (shuffle, drop_last, seed, rank, world_size,
 // batch_size) iterates, for callers that iterate a dataset themselves.
+RINGLOADER_EXPORT
 std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
                                  int64_t epoch);
 // The same for a mix (Dataset::mix_parts(), shards 0) and after elastic
 // stages of the epoch (LoaderState::elastic plus the saved stage).
+RINGLOADER_EXPORT
 std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
                                  int64_t epoch, const std::vector<MixPart>& mix,
                                  const std::vector<ElasticStage>& history);

@@ -1,15 +1,19 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Counter-based randomness: Philox4x32-10 (Salmon et al., SC'11), the generator
 // behind cuRAND and PyTorch's CUDA RNG. A stream is a pure function of its key,
 // so a sample's augmentation depends only on (seed, epoch, sample index) and
-// never on which worker decoded it or in what order.
+// never on which worker decoded it or in what order. Implemented in
+// transforms/random.cc (the transforms draw from it; so does the sampler).
 #pragma once
 
 #include <array>
 #include <cstdint>
 
+#include "ringloader/export.h"
+
 namespace ringloader {
 
-class SampleRng {
+class RINGLOADER_EXPORT SampleRng {
  public:
   // The key of one sample's stream. `stream` separates independent users of
   // the same (seed, epoch, index), e.g. the sampler's shuffle from transforms.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader: the whole public C++ API.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Transform pipelines, spelled like torchvision.transforms.
 //
 // A Pipeline is plain data: a list of ops, each a name and JSON parameters with
@@ -25,10 +26,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ringloader/export.h"
+
 namespace ringloader {
 
 // One op: torchvision's class name and its parameters.
-struct Op {
+struct RINGLOADER_EXPORT Op {
   std::string name;
   nlohmann::json params = nlohmann::json::object();
 };
@@ -37,7 +40,7 @@ enum class DType : uint8_t { kUInt8 = 0, kFloat32 = 1 };
 enum class Layout : uint8_t { kHWC = 0, kCHW = 1 };
 
 // The fixed shape of one transformed sample; a batch is N of these.
-struct SampleShape {
+struct RINGLOADER_EXPORT SampleShape {
   int channels = 0;
   int height = 0;
   int width = 0;
@@ -82,16 +85,16 @@ enum class Interpolation : uint8_t { kNearest = 0, kBilinear = 1, kBicubic = 2 }
 enum class PaddingMode : uint8_t { kConstant = 0, kEdge = 1, kReflect = 2, kSymmetric = 3 };
 // The JSON / Python spelling of each, and back (OptionError listing the
 // valid names for an unknown one).
-const char* name_of(Interpolation mode);
-const char* name_of(PaddingMode mode);
-Interpolation interpolation_from_name(const std::string& name);
-PaddingMode padding_mode_from_name(const std::string& name);
+RINGLOADER_EXPORT const char* name_of(Interpolation mode);
+RINGLOADER_EXPORT const char* name_of(PaddingMode mode);
+RINGLOADER_EXPORT Interpolation interpolation_from_name(const std::string& name);
+RINGLOADER_EXPORT PaddingMode padding_mode_from_name(const std::string& name);
 
 // How decoded images are converted before the first op, like PIL's
 // Image.convert(mode): "RGB" (3 channels) or "L" (1 channel).
 enum class ColorMode : uint8_t { kRGB = 0, kGray = 1 };
 
-class Pipeline {
+class RINGLOADER_EXPORT Pipeline {
  public:
   Pipeline() = default;
   Pipeline(std::initializer_list<Op> ops) : ops_(ops) {}
@@ -132,12 +135,12 @@ class Pipeline {
 // One sample run through a pipeline in this process: decode, ops, tensor
 // stage. The bytes equal what a worker writes for sample `index` of `epoch`
 // (the same random stream), so it doubles as a debugging and testing aid.
-struct TransformedSample {
+struct RINGLOADER_EXPORT TransformedSample {
   SampleShape shape;
   std::vector<uint8_t> bytes;  // shape.bytes() long, in shape's layout
 };
 // Throws DecodeError (naming `source`) or OptionError.
-TransformedSample apply_pipeline(const Pipeline& pipeline,
+RINGLOADER_EXPORT TransformedSample apply_pipeline(const Pipeline& pipeline,
                                  const std::vector<uint8_t>& encoded_image,
                                  ColorMode mode, uint64_t seed = 0,
                                  uint64_t epoch = 0, uint64_t index = 0,
@@ -148,7 +151,7 @@ TransformedSample apply_pipeline(const Pipeline& pipeline,
 // docs are written once; docs/transforms.md lists them). The builders below
 // take their defaults from it; it converts to the parameter's type (None is
 // an empty list). Throws Error if the table has no such parameter.
-class OpDefault {
+class RINGLOADER_EXPORT OpDefault {
  public:
   OpDefault(const char* op, const char* param);
   operator double() const;
@@ -168,52 +171,56 @@ class OpDefault {
 // The op spec table as JSON (for bindings and doc checks): a list of
 // {"name", "doc", "open", "params": [{"name", "type", "default", "required",
 // "choices", "range", "doc"}]}.
-nlohmann::json op_specs_json();
+RINGLOADER_EXPORT nlohmann::json op_specs_json();
 
 // --- Op builders, with torchvision's parameter names and defaults. ---------
 // Sizes follow torchvision: one int means "shorter side" for Resize and a
 // square for crops; two ints are (height, width).
-Op Resize(std::vector<int> size,
+RINGLOADER_EXPORT Op Resize(std::vector<int> size,
           Interpolation interpolation = OpDefault("Resize", "interpolation"),
           bool antialias = OpDefault("Resize", "antialias"));
-Op CenterCrop(std::vector<int> size);
-Op RandomCrop(std::vector<int> size,
+RINGLOADER_EXPORT Op CenterCrop(std::vector<int> size);
+RINGLOADER_EXPORT Op RandomCrop(std::vector<int> size,
               std::vector<int> padding = OpDefault("RandomCrop", "padding"),
               bool pad_if_needed = OpDefault("RandomCrop", "pad_if_needed"),
               std::vector<int> fill = OpDefault("RandomCrop", "fill"),
               PaddingMode padding_mode = OpDefault("RandomCrop", "padding_mode"));
-Op RandomResizedCrop(
+RINGLOADER_EXPORT Op RandomResizedCrop(
     std::vector<int> size,
     std::pair<double, double> scale = OpDefault("RandomResizedCrop", "scale"),
     std::pair<double, double> ratio = OpDefault("RandomResizedCrop", "ratio"),
     Interpolation interpolation = OpDefault("RandomResizedCrop", "interpolation"));
+RINGLOADER_EXPORT
 Op RandomHorizontalFlip(double p = OpDefault("RandomHorizontalFlip", "p"));
-Op RandomVerticalFlip(double p = OpDefault("RandomVerticalFlip", "p"));
-Op ToTensor();
-Op PILToTensor();
-Op Normalize(std::vector<double> mean, std::vector<double> std);
+RINGLOADER_EXPORT Op RandomVerticalFlip(double p = OpDefault("RandomVerticalFlip", "p"));
+RINGLOADER_EXPORT Op ToTensor();
+RINGLOADER_EXPORT Op PILToTensor();
+RINGLOADER_EXPORT Op Normalize(std::vector<double> mean, std::vector<double> std);
 
 // Colour. Ranges are (min, max); the single-number forms of torchvision
 // (brightness=0.4 meaning (0.6, 1.4), hue=0.1 meaning (-0.1, 0.1)) are
 // accepted in JSON too. An order of the four adjustments is drawn per
 // sample, like torchvision's randperm(4).
+RINGLOADER_EXPORT
 Op ColorJitter(double brightness = OpDefault("ColorJitter", "brightness"),
                double contrast = OpDefault("ColorJitter", "contrast"),
                double saturation = OpDefault("ColorJitter", "saturation"),
                double hue = OpDefault("ColorJitter", "hue"));
+RINGLOADER_EXPORT
 Op ColorJitter(std::pair<double, double> brightness, std::pair<double, double> contrast,
                std::pair<double, double> saturation, std::pair<double, double> hue);
 // num_output_channels 1 or 3: changes the sample's channel count.
+RINGLOADER_EXPORT
 Op Grayscale(int num_output_channels = OpDefault("Grayscale", "num_output_channels"));
-Op RandomGrayscale(double p = OpDefault("RandomGrayscale", "p"));
+RINGLOADER_EXPORT Op RandomGrayscale(double p = OpDefault("RandomGrayscale", "p"));
 // kernel_size: one odd int or (x, y); sigma drawn uniformly in (min, max).
-Op GaussianBlur(std::vector<int> kernel_size,
+RINGLOADER_EXPORT Op GaussianBlur(std::vector<int> kernel_size,
                 std::pair<double, double> sigma = OpDefault("GaussianBlur", "sigma"));
 
 // Geometry (PIL's Image.rotate / Image.transform). fill: one value or one per channel. expand makes
 // the output size depend on the angle, so a crop or Resize([h, w]) must
 // follow unless the angle is fixed.
-Op RandomRotation(
+RINGLOADER_EXPORT Op RandomRotation(
     std::pair<double, double> degrees,
     Interpolation interpolation = OpDefault("RandomRotation", "interpolation"),
     bool expand = OpDefault("RandomRotation", "expand"),
@@ -221,7 +228,7 @@ Op RandomRotation(
     std::vector<int> fill = OpDefault("RandomRotation", "fill"));
 // translate: max fractions (x, y), {} for none; scale: (min, max), {} for
 // none; shear: {}, (min, max) along x, or (xmin, xmax, ymin, ymax).
-Op RandomAffine(std::pair<double, double> degrees,
+RINGLOADER_EXPORT Op RandomAffine(std::pair<double, double> degrees,
                 std::vector<double> translate = OpDefault("RandomAffine", "translate"),
                 std::vector<double> scale = OpDefault("RandomAffine", "scale"),
                 std::vector<double> shear = OpDefault("RandomAffine", "shear"),
@@ -232,11 +239,11 @@ Op RandomAffine(std::pair<double, double> degrees,
 // Tensor stage: after ToTensor (or PILToTensor), before or after Normalize.
 // value: one number or one per channel; RandomErasingNoise() fills with
 // standard normal noise instead (torchvision's value='random').
-Op RandomErasing(double p = OpDefault("RandomErasing", "p"),
+RINGLOADER_EXPORT Op RandomErasing(double p = OpDefault("RandomErasing", "p"),
                  std::pair<double, double> scale = OpDefault("RandomErasing", "scale"),
                  std::pair<double, double> ratio = OpDefault("RandomErasing", "ratio"),
                  std::vector<double> value = OpDefault("RandomErasing", "value"));
-Op RandomErasingNoise(double p = OpDefault("RandomErasing", "p"),
+RINGLOADER_EXPORT Op RandomErasingNoise(double p = OpDefault("RandomErasing", "p"),
                       std::pair<double, double> scale = OpDefault("RandomErasing", "scale"),
                       std::pair<double, double> ratio = OpDefault("RandomErasing", "ratio"));
 

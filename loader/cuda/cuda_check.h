@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Turning CUDA runtime status codes into ringloader errors.
 #pragma once
 

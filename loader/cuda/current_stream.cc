@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/cuda/current_stream.h"
 
 #include <torch/torch.h>

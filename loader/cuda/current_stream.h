@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The consumer's current CUDA stream: libtorch's, when it was built with
 // CUDA (so batches are ordered before the user's kernels on their stream),
 // else the legacy default stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Host ring slots -> per-GPU device slots on a dedicated copy stream.
 //
 //   copy stream:     [wait consumed(d)] H2D(slot b -> device d) [finish] record copied(d)
@@ -17,7 +18,7 @@
 #include "loader/cuda/cuda_check.h"
 #include "loader/cuda/current_stream.h"
 #include "loader/cuda/finish_kernel.h"
-#include "loader/trainer/device_stage.h"
+#include "loader/cuda/device_stage.h"
 #include "loader/trainer/release_fence.h"
 
 namespace ringloader::trainer {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/cuda/finish_kernel.h"
 
 namespace ringloader::cuda {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // On-device finishing of uint8 batches: float32 CHW, x / 255, then
 // (x - mean[c]) / std[c]. Lets the H2D copy move 4x fewer bytes.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Release fences as CUDA events on the releasing thread's current stream:
 // everything that thread enqueued before the batch's last tensor died (a
 // non_blocking copy out of the slot, kernels reading it) precedes the event.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Shard URL patterns like WebDataset's (Python braceexpand): numeric ranges
 // "train-{0000..0099}.tar" keep the zero padding, lists "{train,val}" pick
 // alternatives, several groups multiply left to right.

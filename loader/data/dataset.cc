@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Dataset descriptions: resolved once in the trainer, shipped to workers as
 // JSON so every process agrees on the samples and their order.
 #include "ringloader/dataset.h"

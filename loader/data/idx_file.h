@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // MNIST-style IDX files (http://yann.lecun.com/exdb/mnist/ format), plain or
 // gzip-compressed: the images (magic 0x803, N x H x W bytes) and labels
 // (magic 0x801, N bytes) of MNIST, Fashion-MNIST, KMNIST, EMNIST.

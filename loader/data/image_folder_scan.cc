@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/image_folder_scan.h"
 
 #include <dirent.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Scanning an ImageFolder the way torchvision does, so labels and sample
 // order match torchvision.datasets.ImageFolder on the same tree.
 #pragma once

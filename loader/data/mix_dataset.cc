@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Dataset::mix: the parts' samples concatenated into one description (so
 // workers read a mix like any dataset) plus the per-part counts that the
 // sampler draws each epoch from (loader/sampler/mix_order).

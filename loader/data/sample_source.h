@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading one sample of a Dataset into a decoded 8-bit image: the first
 // stage of a sample's trip (file -> bytes -> pixels), before the pipeline.
 #pragma once
@@ -10,7 +11,7 @@
 #include "loader/data/idx_file.h"
 #include "loader/data/tar_member_reader.h"
 #include "ringloader/dataset.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 #include "transforms/image.h"
 
 namespace ringloader::data {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A node-local, bounded on-disk cache of tar shards, shared by every worker
 // process and every loader that names the same folder: each shard (a
 // pipe: command's output, or a local file on a slow file system) is fetched

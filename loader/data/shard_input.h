@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reading a tar shard's bytes: a local file (read anywhere with pread) or a
 // "pipe:<command>" URL (the command's stdout, read forward only), so shards
 // can stream from object storage through the user's own tool

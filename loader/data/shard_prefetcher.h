@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fetches shards into the shard cache ahead of the epoch order, on
 // prefetch_shards threads of the trainer (fetches overlap: an object
 // store's latency is paid once per window, not once per shard), so that workers find the shards they are about to read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Dataset::tar_shards: the public face of loader/data/tar_index.
 #include "loader/data/tar_index.h"
 #include "ringloader/dataset.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The tar format as WebDataset shards use it: 512-byte ustar headers, GNU
 // long names (././@LongLink) and pax extended headers. Pure parsing: no I/O,
 // so every malformed case is unit-testable from bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The samples of a set of WebDataset-style tar shards, found once in the
 // trainer: members are grouped by key (000123.jpg + 000123.cls = one
 // sample), and each sample records where its image's bytes lie, so any

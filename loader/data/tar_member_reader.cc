@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_member_reader.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Reads one sample's image bytes out of its shard, in a worker.
 //
 // Local shards: pread at the indexed offset (open files are kept, a bounded

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_walk.h"
 
 #include "loader/data/tar_format.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Walks a tar shard member by member, reading only headers (and the small
 // members the caller asks for): local shards seek over member data.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Writes tar archives in the layout tar shards are read in: ustar headers,
 // GNU long-name members for names over 100 bytes, fixed mtime and owner so
 // the same input gives byte-identical shards.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fault-injection points for the test suite: named places in the ring
 // protocol where a test can run code (in-process, set_hook) or have the
 // process SIGKILL itself (spawned workers, $RINGLOADER_FAULT_KILL_AT), to

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // futex(2) on a 32-bit word in shared memory. Not FUTEX_PRIVATE: waiters and
 // wakers are different processes mapping the same memfd pages.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Typed views into the shared region, and the geometry that places them.
 // Both the trainer (which creates and initialises the ring) and workers
 // (which attach to it) go through this class, never through raw offsets.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Everything the trainer and its workers share, in one place. The ring is one
 // memfd region laid out as:
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A memfd-backed shared mapping. memfd, not /dev/shm: no tmpfs size cap in
 // containers, no name in any filesystem, and the pages are freed when the
 // last fd and mapping are gone, however the processes die.

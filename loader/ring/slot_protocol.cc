@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/ring/slot_protocol.h"
 
 #include "loader/ring/fault_point.h"
@@ -199,6 +200,11 @@ void SlotProtocol::publish(uint64_t batch_id, SlotPhase phase) const {
 void SlotProtocol::lease(uint64_t batch_id) const {
   const uint32_t slot_count = ring_.geometry().slot_count;
   SlotControl& slot = ring_.slot_for_batch(batch_id);
+  // Relaxed: LEASED publishes nothing. Only this thread acts on it (it
+  // acquired READY with an acquire load before calling), no filler waits
+  // for it (fillers wait for FREE) and no canceller moves it (they move
+  // FREE, READY and FAILED only). The order that matters, the trainer's
+  // reads of the slot before a filler's writes, is release()'s store.
   slot.state.store(state_word(batch_id, slot_count, kLeased),
                    std::memory_order_relaxed);
 }
@@ -212,7 +218,11 @@ void SlotProtocol::release(uint64_t batch_id) const {
   uint32_t index = slot_of(batch_id, slot_count);
   SlotControl& slot = ring_.slot(index);
   uint64_t next = next_live_id(batch_id + slot_count);
-  // Release: the trainer's reads of the slot happen before a filler's writes.
+  // At least release: the trainer's reads of the slot happen before the
+  // writes of the filler that acquires FREE. Sequentially consistent because
+  // advance_if_cancelled() below then loads the cancel word: a store to one
+  // word followed by a load of another is only ordered under seq_cst, and
+  // the cancelling trainer does the mirror image (header, "Cancellation").
   slot.state.store(state_word(next, slot_count, kFree),
                    std::memory_order_seq_cst);
   futex_wake_all(slot.state);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fence protocol on slot state words, and batch claims. Batch b always
 // lives in slot b % K; its state word moves
 //
@@ -50,18 +51,26 @@ class SlotProtocol {
  public:
   explicit SlotProtocol(const Ring& ring) : ring_(ring) {}
 
+  // Threads: each method says which party calls it. "Worker" is a filler
+  // process's claim loop (loader/worker/claim_loop.h); "trainer" is the
+  // trainer's thread (loader/trainer); "either" is both: the trainer fills
+  // batches itself when num_workers is 0 (Loader::Impl::fill_in_process).
+  // Any number of workers run at once, each with its own SlotProtocol over
+  // the same ring; all cross-process state is in the ring's atomics.
+
   // --- claims ---
-  // Takes the next batch of the current plan. False when the plan is used
+  // Either. Takes the next batch of the current plan. False when the plan is used
   // up (wait on plan_signal, then try again). `intent`, when given, receives
   // the candidate id before the CAS that takes it (see WorkerControl).
   bool try_claim(Claim& claim,
                  std::atomic<uint64_t>* intent = nullptr) const;
-  // Takes a batch from the redo queue, if any live one is there, as a claim
+  // Worker. Takes a batch from the redo queue, if any live one is there, as a claim
   // of the current plan. Cancelled entries are dropped on the way.
   bool try_take_redo(Claim& claim, std::atomic<uint64_t>& intent) const;
   // Trainer: queues `batch_id` to be produced again. False if the queue is
   // full (the caller keeps it and tries again later).
   bool push_redo(uint64_t batch_id) const;
+  // Trainer: whether `batch_id` waits in the redo queue.
   bool redo_queued(uint64_t batch_id) const;
   // Trainer: batches of the current plan claimed so far end before this id.
   uint64_t claimed_end() const;
@@ -73,27 +82,33 @@ class SlotProtocol {
                         uint64_t sample_count, uint64_t order_table) const;
 
   // --- filler side ---
-  // Waits until the slot of `batch_id` is FREE for it and takes it
+  // Either. Waits until the slot of `batch_id` is FREE for it and takes it
   // (FILLING). Returns false if the id was cancelled or `keep_waiting`
-  // returned false (shutdown). `on_wait` runs on every wake-up/time-out.
+  // returned false (shutdown). `keep_waiting` runs on every wake-up and
+  // time-out of the wait.
   template <typename KeepWaiting>
   bool acquire_for_fill(uint64_t batch_id, KeepWaiting keep_waiting) const;
+  // Either (the trainer for a dead worker's batch, worker_recovery.cc).
   // READY or FAILED, then moves the slot on if the id was cancelled meanwhile.
   void publish(uint64_t batch_id, SlotPhase phase) const;
 
   // --- trainer side ---
-  // READY -> LEASED. Precondition: the slot is READY for batch_id.
+  // Trainer. READY -> LEASED. Precondition: the slot is READY for batch_id.
   void lease(uint64_t batch_id) const;
+  // Trainer, or any thread of the trainer's process that drops a batch's
+  // last tensor (through SlotReleaser). Calls for different batches may
+  // run at once: each touches only its own slot's state word.
   // LEASED or FAILED -> FREE for the slot's next live batch. Does nothing
   // in any process but the ring's owner (a fork child of the trainer).
   void release(uint64_t batch_id) const;
 
+  // Either: whether `batch_id` lies below the cancel mark.
   bool cancelled(uint64_t batch_id) const;
-  // The first id >= batch_id in the same slot that is not cancelled.
+  // Either. The first id >= batch_id in the same slot that is not cancelled.
   uint64_t next_live_id(uint64_t batch_id) const;
-  // Moves a slot parked on a cancelled id (FREE/READY/FAILED) on.
+  // Either. Moves a slot parked on a cancelled id (FREE/READY/FAILED) on.
   void advance_if_cancelled(uint32_t slot) const;
-  // The batch id a slot's state word refers to.
+  // Either. The batch id a slot's state word refers to.
   uint64_t id_of_state(uint32_t state, uint32_t slot) const;
 
  private:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elastic resume: the order of an epoch interrupted at one world size and
 // finished at another. Ranks run in lockstep, so what the job consumed is a
 // pure function of the epoch's global order, the world size and the batches

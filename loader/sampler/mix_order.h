@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The epoch order of a weighted mix of datasets (Mosaic Streaming's
 // `choose` semantics): each stream contributes exactly `choose` samples per
 // epoch, drawn as whole passes over it plus the head of one more pass, and

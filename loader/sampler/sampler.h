@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Which samples go into each epoch, in which order. A pure function of
 // (seed, epoch, rank, world_size, dataset size): never of workers or timing.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The epoch order of a sharded (tar) dataset: shards in an order permuted
 // per (seed, epoch), their samples concatenated, then mixed by a bounded,
 // seeded shuffle buffer (WebDataset's shuffle(n)). Consecutive batches thus

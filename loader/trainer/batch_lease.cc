@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/batch_lease.h"
 
 #include <torch/torch.h>

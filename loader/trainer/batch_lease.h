@@ -1,7 +1,9 @@
-// Batches as tensors that alias a ring slot. The slot is leased to the
-// tensors: it returns to the workers when the last tensor aliasing it (data
-// or target, or any view of them) is destroyed, from whatever thread, through
-// the SlotReleaser (which may hold it back behind a release fence).
+// SPDX-License-Identifier: BSD-3-Clause
+// Batches as tensors that alias a ring slot. The slot is leased to `data`:
+// it returns to the workers when the last tensor aliasing data's storage
+// (data or any view of it) is destroyed, from whatever thread, through the
+// SlotReleaser (which may hold it back behind a release fence). `target` is
+// a copy of the slot's labels and never holds the slot.
 #pragma once
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Which shard this process loads under torchrun: rank and world size from
 // the options or the environment, and the GPU that "cuda" means here.
 #pragma once

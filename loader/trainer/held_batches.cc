@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/held_batches.h"
 
 #include <c10/core/CPUAllocator.h>

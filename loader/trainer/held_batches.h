@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Batches handed to the caller that still lease a ring slot, tracked weakly
 // (the caller owns them) so that one can be spilled when the trainer needs
 // its slot: its bytes move to private memory and its StorageImpl's data

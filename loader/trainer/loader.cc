@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The public Loader: a thin shell over Loader::Impl, plus its iterator.
 #include "ringloader/loader.h"
 

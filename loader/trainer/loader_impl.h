@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The trainer's Loader: owns the ring, the workers (or the in-process
 // filler), the sampler and the epoch in progress; hands out batches in order.
 #pragma once
@@ -12,7 +13,7 @@
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
 #include "loader/sampler/sampler.h"
-#include "loader/trainer/device_stage.h"
+#include "loader/cuda/device_stage.h"
 #include "loader/trainer/held_batches.h"
 #include "loader/trainer/slot_releaser.h"
 #include "loader/trainer/worker_autotune.h"

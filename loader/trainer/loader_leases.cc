@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The Loader's side of leases: freeing a slot that a live batch still
 // holds when the trainer needs it (fence wait, spill, or LeaseError), and
 // the lazy CUDA start that pins the ring and fences releases.

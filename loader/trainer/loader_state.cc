@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Mid-epoch resume: the Loader's position as plain data, and a fresh
 // Loader's way back to it. Only positions are saved, never bytes: every
 // batch is a function of (seed, epoch, rank, world_size, dataset, order), so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // LoaderState as plain data: JSON for checkpoints, and the merge of all
 // ranks' states for an elastic resume. No Loader here.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The Loader's self-sizing: the ring's depth from the batch bytes and a
 // memory budget, the worker count by measurement (worker_autotune.h), and
 // the shard prefetcher kept ahead of the batches being made.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/process_watch.h"
 
 #include <poll.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Seeing a worker process end when the host program hides it from
 // waitpid: a trainer that ignores SIGCHLD (the kernel reaps children at
 // once) or reaps with waitpid(-1) (some launchers) leaves nothing for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Release fences: when a batch's last tensor dies, GPU work enqueued before
 // that moment may still read its slot (tensor.to(cuda, non_blocking=true)
 // from a pinned ring enqueues a copy and returns). A fence marks that work;
@@ -30,7 +31,7 @@ class FenceSource {
 
 // Events on the calling thread's current CUDA stream of its current device
 // (loader/cuda/release_fence.cc); nullptr where CUDA is absent
-// (loader/trainer/no_cuda.cc).
+// (loader/cuda/no_cuda.cc).
 std::unique_ptr<FenceSource> make_cuda_fence_source();
 
 // Releases made on this thread while a scope lives are not fenced: for CUDA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // How many workers and ring slots a Loader gets when the options leave it
 // to the Loader (num_workers = kAutoWorkers, ring_slots = 0).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/slot_releaser.h"
 
 #include <utility>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Hands ring slots back to the workers when their batches die, deferred
 // behind a release fence once the ring is pinned (release_fence.h).
 //

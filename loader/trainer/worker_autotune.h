@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // num_workers = kAutoWorkers: choosing the worker count by measurement, in
 // the trainer. Every window (at least kWindowSeconds and kWindowBatches
 // batches handed out) it looks at the trainer's stall (time next() waited

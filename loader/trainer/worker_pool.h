@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The trainer's side of the worker processes: spawning them with
 // posix_spawn (no fork: the trainer may hold CUDA contexts and threads),
 // noticing when one dies, killing a hung one, spawning its replacement, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/worker_recovery.h"
 
 #include <sys/wait.h>

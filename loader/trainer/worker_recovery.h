@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What the trainer does when a worker dies or hangs: finds the batch the
 // worker owned, has it produced again by another worker (the redo queue in
 // the ring), replaces the worker, and gives up on a batch only after it has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/worker/batch_filler.h"
 
 #include <tbb/enumerable_thread_specific.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Producing one batch: for each of its samples, read, decode and run the
 // pipeline straight into the sample's place in the ring slot, then publish
 // the slot READY (or FAILED with the first failing sample named). Shared by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The claim half of a worker's life, shared by ringloader's own worker loop
 // and WorkerEndpoint (external workers): wait for a plan, take a batch a dead
 // worker left behind (redo queue) or claim the next one, skip it if

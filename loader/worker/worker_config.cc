@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "loader/worker/worker_config.h"
 
 #include "ringloader/errors.h"

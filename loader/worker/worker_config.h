@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What a spawned worker needs to rebuild the trainer's pipeline: the resolved
 // dataset, the pipeline description and the options that affect the bytes it
 // writes. Travels as JSON in a sealed memfd inherited at spawn.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // WorkerEndpoint: the ring protocol for workers ringloader does not write
 // itself (Python datasets). The same claim / acquire / publish steps as
 // WorkerLoop and BatchFiller, handed out one batch at a time.

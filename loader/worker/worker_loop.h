@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A worker process's life: claim the next batch, wait for its slot, fill it,
 // publish it; repeat across epochs until shutdown or the trainer is gone.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ringloader-worker: the decode process the trainer spawns. It never links
 // torch or CUDA: a fresh address space with only decoders and the ring.
 //

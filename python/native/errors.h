@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // C++ errors become Python exceptions of the natural type, each also a
 // ringloader.Error (itself an Exception), so `except ringloader.Error`
 // catches them all:

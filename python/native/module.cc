@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // _ringloader: the public C++ API, seen from Python. Batches cross as torch's
 // own Python tensors wrapping the C++ tensors (THPVariable_Wrap): Python gets
 // a torch.Tensor aliasing the slot (no copy) that shares the C++ StorageImpl,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader: a DataLoader whose spawned workers decode straight into a ring
 of shared memory, handing batches to the trainer without pickling or copies.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Run a training script unchanged, with ringloader.DataLoader in place of
 torch.utils.data.DataLoader:
 

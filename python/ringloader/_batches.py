@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A user's own batch sampler (a ``BatchSampler`` subclass, or any object
 with ``batch_size``, ``__iter__`` and ``__len__``) keeps its own batches,
 as with torch, including batches shorter than ``batch_size``.

@@ -1,4 +1,5 @@
-"""Batches and samples back out of a slot laid out by ``_layout.Layout``
+# SPDX-License-Identifier: BSD-3-Clause
+"""Batches and samples back out of a slot laid out by ``_batch_structure.BatchStructure``
 (the trainer side of the Python-dataset path).
 
 With the default collate, each fixed leaf's batch is a view of its slot
@@ -16,7 +17,7 @@ import math
 
 from torch.utils.data._utils.collate import default_collate
 
-from ._layout import WHOLE, Reshaped
+from ._batch_structure import WHOLE, Reshaped
 from ._ringloader import WorkerError
 
 SMALL_BATCH_BYTES = 4096

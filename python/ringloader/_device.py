@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DataLoader(device="cuda" / "cuda:N"): native datasets go through the C++
 device stage (copy stream, optional uint8 finishing on the GPU); a Python
 dataset's collated batch is copied with non_blocking=True from the pinned

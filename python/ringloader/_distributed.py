@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Which shard of the data this process loads under torchrun."""
 import os
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """An exception raised by a Python dataset in a worker, re-raised in the
 trainer with its own type, as torch's ExceptionWrapper does.
 

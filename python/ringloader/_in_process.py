@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A Python dataset with num_workers=0: batches made in the trainer, under
 torch's own semantics, with the position state_dict() saves."""
 from torch.utils.data._utils.collate import default_collate

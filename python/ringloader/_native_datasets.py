@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torchvision datasets that ringloader.DataLoader runs natively by itself.
 
 An unchanged script hands ``ringloader.DataLoader`` a torchvision dataset.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The trainer's side of Python workers (any map-style Dataset).
 
 Workers are forked from a clean zygote (see _zygote.py), never from the

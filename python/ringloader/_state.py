@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DataLoader.state_dict() as plain values and tensors (for torch.save):
 the epoch in progress, the batches of it already handed out, the epoch's
 order when a torch sampler chose it, and the generators' states so the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Samplers with no end (or no ``len``) are streamed, never read whole.
 
 The C++ loader plans an epoch from one order. A streamed epoch is a run of

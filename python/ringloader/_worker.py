@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A Python worker: runs ``dataset[i]`` and writes each sample straight
 into its place in the ring slot (no pickling of batches).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader._worker stub: the process the trainer's C++ WorkerPool spawns
 and waits on for each Python worker (run as ``python -S _worker_stub.py
 ADDRESS --ring-fd 3 --config-fd 4 --index I --parent-pid P``).

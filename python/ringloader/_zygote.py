@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Where Python workers come from: a clean process that forks them.
 
 Three kinds of process, none of which is the trainer:
@@ -123,7 +124,7 @@ def _zygote_loop(control_fd, trainer_pid):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     # What every server and worker needs, imported once here.
     import importlib
-    for name in ("torch", "torch.utils.data", "ringloader._layout",
+    for name in ("torch", "torch.utils.data", "ringloader._batch_structure",
                  "ringloader._ringloader", "ringloader._worker"):
         importlib.import_module(name)
     control.sendall(b"R")  # ready
@@ -202,10 +203,10 @@ class LoaderServer:
             self.config = pickle.loads(payload)
             self.config["parent_pid"] = header["parent_pid"]
             stage = "sample"
-            from ringloader._layout import Layout
+            from ringloader._batch_structure import BatchStructure
             sample = self.config["dataset"][0]
             stage = "layout"
-            self.config["layout"] = Layout(sample, header["max_pickled_bytes"])
+            self.config["layout"] = BatchStructure(sample, header["max_pickled_bytes"])
             return {"layout": pickle.dumps(self.config["layout"])}
         except Exception as error:  # noqa: BLE001  (reported to the trainer)
             return {"error": f"{type(error).__name__}: {error}",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader.DataLoader: torch.utils.data.DataLoader's signature and
 behaviour, fed by ringloader's ring instead of pickled worker queues."""
 import warnings
@@ -68,7 +69,7 @@ class DataLoader(torch.utils.data.DataLoader):
     Tensors, numeric arrays and numbers of sample 0's shapes fill the slot
     in place; strings, None, other objects, and tensors of another shape
     travel pickled, at most ``max_pickled_bytes`` per sample (Default:
-    sized from sample 0, see ``_layout.Layout``). Small fields (up to
+    sized from sample 0, see ``_batch_structure.BatchStructure``). Small fields (up to
     4 KiB a batch) are copied out of the slot, so they can be kept. An
     exception in ``__getitem__`` is re-raised with its own type and the
     worker's traceback, as torch's.
@@ -261,7 +262,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # Python datasets' batches are moved after collation (None: not moved).
         self._to_device = _device.configure(self.device, device_normalize,
                                             _is_native(source), options)
-        self._layout = None
+        self._batch_structure = None
         self._native = None
         self._workers = None  # Python workers (a Python dataset, num_workers > 0)
         if _is_native(source):
@@ -271,7 +272,7 @@ class DataLoader(torch.utils.data.DataLoader):
         elif num_workers > 0:
             self._workers = _python_workers.PythonWorkers(
                 dataset, options, worker_init_fn, self.seed, max_pickled_bytes)
-            self._native, self._layout = self._workers.native, self._workers.layout
+            self._native, self._batch_structure = self._workers.native, self._workers.layout
         self._epoch = 0
         self._resume = None      # a loaded state, for the next epoch started
         self._in_process = None  # the in-process iterator of the epoch in progress
@@ -315,7 +316,7 @@ class DataLoader(torch.utils.data.DataLoader):
             # torch's workers start at iter() (each epoch unless persistent)
             # and see the dataset as it is then.
             self._native = None
-            self._native, self._layout = self._workers.refresh(self.dataset)
+            self._native, self._batch_structure = self._workers.refresh(self.dataset)
         if resume is None:
             self._draw_base_seed()
             if self._custom_batches and not self._streamed:
@@ -457,7 +458,7 @@ class _Iterator:
         lengths = self._loader._batch_lengths
         length = None if lengths is None else lengths[batch[3]]
         collate = self._loader.collate_fn
-        layout = self._loader._layout
+        layout = self._loader._batch_structure
         if layout is not None:
             size, indices = self._loader.batch_size, batch[4][:length]
             if collate is None or collate is default_collate:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Datasets ringloader's workers read natively, named like torchvision's.
 
 Each keeps torchvision's attributes (``classes``, ``class_to_idx``,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A tqdm-style progress line for any loader, with ringloader's own figures
 (images/s and the trainer's stall share). No dependency.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Transforms with torchvision's names, signatures and defaults.
 
 They are descriptions: ringloader's workers run them natively (no Python per

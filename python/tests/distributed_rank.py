@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One rank of test_distributed.py's gloo job: builds ringloader.DataLoaders
 that read RANK / WORLD_SIZE, gathers every rank's sample indices with
 torch.distributed and (rank 0) writes them as JSON.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """One rank of test_elastic.py's gloo jobs. Phase "save": iterate `stop`
 batches of epoch 0, save the state. Phase "resume": load every saved state
 (the list, or rank 0's alone with "single"), finish epoch 0, run epoch 1,

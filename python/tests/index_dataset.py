@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A Python map-style dataset whose sample i is (a tensor of i, i): the
 rank scripts of the gloo jobs read which samples each rank got from it."""
 import torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """GPU delivery from Python (issue 17): pin_memory is honoured, device="cuda"
 hands out device tensors, and a slot whose batch was copied with
 non_blocking=True is not overwritten before the copy ran. The GPU tests skip

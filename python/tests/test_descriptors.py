@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """No program a worker runs inherits the loader's descriptors: a dataset
 that shells out (os.system keeps every inheritable fd) must not find the
 ring's memfd there, or the ring would outlive its workers."""

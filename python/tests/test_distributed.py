@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Distributed sharding across real processes: torch.distributed (gloo) on
 one machine, world sizes 1, 2 and 3, each rank a ringloader.DataLoader that
 reads RANK / WORLD_SIZE."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Elastic resume across real processes (torch.distributed, gloo): a job of
 world size W saves mid-epoch, a job of W' restores the states and finishes
 the epoch. Every sample of the interrupted epoch is delivered exactly once

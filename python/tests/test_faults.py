@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Faults lose nothing from Python either: a worker killed or crashing is
 replaced and its batch re-done; a sample that keeps crashing or hanging
 workers is named in the error; bad files are skipped on request."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """A trainer that forks (os.fork: a helper process, multiprocessing's fork
 start method) must not touch its loader's shared state from the child:
 neither its workers (a shutdown) nor its slots (a batch freed by the child's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Holding batches never raises by default: a batch still alive when the ring
 needs its slot is spilled (copied once out of the ring, its tensors and views
 following), as with torch's DataLoader, where kept batches just stay valid."""

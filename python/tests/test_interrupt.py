@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Ctrl-C while the trainer waits for a batch: KeyboardInterrupt arrives
 within 0.2 s (not when the batch does), and the loader stays usable: the next
 `for batch in loader` starts a new epoch, like torch's, whose batches match

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader.datasets.Mix: weighted mixing with Mosaic Streaming's
 `proportion` semantics, over folders, tar shards and Python datasets:
 realised proportions, determinism per (seed, epoch), resume, sharding."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torchvision datasets handed unchanged to ringloader.DataLoader take the
 native C++ path by themselves, and give what the Python-worker path gives."""
 import numpy as np

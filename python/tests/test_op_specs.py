@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The op spec table (transforms/op_specs.cc) is the one source of every op's
 parameters: these tests check that its consumers agree with it."""
 import importlib.util

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Any map-style Python Dataset: spawned Python workers write samples
 straight into the ring; batches match torch's DataLoader."""
 import os

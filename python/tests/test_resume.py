@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """DataLoader.state_dict() / load_state_dict(): a loader stopped between any
 two batches plus a fresh loader restored from its state (through torch.save)
 deliver exactly the bytes of one uninterrupted run."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Shard cache (TarShards(cache_dir=...)) and num_workers="auto": pipe:
 commands that count their runs are fetched once per node, also by two
 loaders in two processes sharing the folder; a failing fetch names the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader-shard's re-encoding options (--max-side, --quality,
 --reencode-all): photos over the limit are shrunk with their aspect kept and
 read back through TarShards; everything else keeps its bytes; a photo that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """ringloader.datasets.TarShards over shards written by Python's tarfile
 (an independent writer): same bytes as the ImageFolder they came from, for
 any worker count and through pipe:, native shard shuffle, named errors."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """torch's DataLoader semantics on the Python-dataset path, each checked by
 running torch's loader beside ringloader's on the same dataset."""
 import collections

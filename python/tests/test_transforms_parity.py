@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Pixel parity with torchvision 0.14 (PIL backend) on images this test
 makes: decoders, resampling, crops, padding, flips, tensor ops."""
 import io

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Unchanged training scripts, run once with torch's DataLoader and once
 under ``python -m ringloader`` (DataLoader swapped, nothing else changed).
 

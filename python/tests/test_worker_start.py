@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """How Python workers start and what they run: never the trainer's main
 script (unguarded scripts, -c, stdin and -m work as with torch's fork), the
 sample-0 probe outside the trainer, and non-persistent workers that see the

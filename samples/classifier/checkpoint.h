@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Checkpoints: model, optimizer, the epoch to resume at (the loader's
 // position: its shuffle and augmentation are a function of seed and epoch),
 // within it the loader's state when the checkpoint is taken mid-epoch, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // What is trained on what: datasets, pipelines, model and hyper-parameters
 // for Fashion-MNIST (default) or any RGB ImageFolder (--data).
 #pragma once

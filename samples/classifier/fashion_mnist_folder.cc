@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 #include "classifier/fashion_mnist_folder.h"
 
 #include <signal.h>

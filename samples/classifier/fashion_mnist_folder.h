@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Fashion-MNIST as a PNG ImageFolder: the IDX files are read once through a
 // ringloader Loader (Dataset::idx with an empty pipeline gives uint8 pixels)
 // and written to <cache>/fashion-mnist-png/{train,test}/<k>_<class>/<n>.png.

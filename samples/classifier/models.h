@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The two models of the sample: a small CNN for 28x28 gray images and a
 // narrow ResNet-10 for 224x224 RGB ones.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Command-line parsing: "--name value" or "--name=value"; every value checked.
 #include "classifier/options.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PNG pictures drawn with OpenCV: a grid of one augmented batch with its
 // labels, and the training curves.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A one-line progress bar on stderr: redrawn with '\r' on a terminal, a few
 // plain lines per epoch otherwise (logs, ctest).
 #pragma once

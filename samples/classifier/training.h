@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The training run: loaders, the one-cycle schedule, per-epoch evaluation,
 // checkpoints, pictures and the closing report.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Two custom ops in one shared library, built against the public header
 // only (nothing of ringloader is linked in): the example for
 // include/ringloader/custom_op.h.

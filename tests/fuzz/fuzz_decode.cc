@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer harness for one decoder. RINGLOADER_FUZZ_FORMAT (set per target
 // in CMake) picks the format whose magic bytes are prepended when the input lacks it, so every input reaches
 // that decoder instead of the format sniffer's "unsupported" branch. A
@@ -12,7 +13,7 @@
 #include <vector>
 
 #include "ringloader/errors.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // libFuzzer harness for pipelines as data: any text is either refused with
 // an OptionError (or a JSON parse error) naming what is wrong, or builds a
 // pipeline whose output shape is fixed and which then runs on a small image

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The release race (issue 17): with a pinned ring, batch.data.to(cuda,
 // non_blocking) enqueues a copy out of the slot and the batch is dropped at
 // once. The slot must not go back to the workers before that copy ran.

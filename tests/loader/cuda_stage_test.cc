@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The GPU stage. Without a usable GPU (or with a CPU-only libtorch) these
 // tests check the clear refusal and skip the rest with a message.
 #include <gtest/gtest.h>

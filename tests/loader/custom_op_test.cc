@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Custom ops from a shared library (samples/custom_op/sample_ops.cc): the
 // trainer validates them and sizes the batch at construction, spawned
 // workers dlopen the same library by path and run them, deterministically;

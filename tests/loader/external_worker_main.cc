@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // An external worker for the fault tests: speaks the ring protocol through
 // WorkerEndpoint like the Python worker does, and fills each sample with its
 // dataset index (every byte = index % 251), so a test can check what it got.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A bad-input corpus the test makes itself, run through the Loader in both
 // error policies. With OnError::kRaise every bad sample's batch raises a
 // typed error naming the file, the sample index and the reason, and

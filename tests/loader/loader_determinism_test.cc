@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The bytes of every batch depend only on (seed, epoch, dataset): never on
 // the number of workers or how they are scheduled.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Distributed sharding: ranks get disjoint shards of one permutation per
 // (seed, epoch), padded like torch's DistributedSampler, equal batch counts.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elastic resume and weighted mixing through the public Loader: states saved
 // by the ranks of one world size restore into another; Dataset::mix draws
 // its parts by weight, deterministically, resumably and sharded.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Faults lose nothing: workers killed (SIGKILL, SIGSEGV) or stopped (a hang)
 // at random points are replaced, their batches re-done, and every epoch is
 // byte-identical to an undisturbed run: every sample exactly once, in order.

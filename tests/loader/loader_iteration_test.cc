@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Iteration semantics: shapes, order, short last batch, drop_last, leases,
 // abandoned epochs, IDX data.
 #include <gtest/gtest.h>

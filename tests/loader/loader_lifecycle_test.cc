@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Construction, validation, errors and teardown: nothing outlives a Loader
 // (no worker process, no memfd, no mapping), and bad input gets a typed
 // error that names the file, the sample and the reason.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Process-level faults that a careful read found (issue 18): a worker that
 // cannot be replaced, a worker killed between its last write and its
 // publish, a trainer that forks, worker deaths a host program hides, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Mid-epoch resume: a Loader stopped anywhere between batches and a fresh
 // Loader restored from its state_dict() deliver, together, exactly the bytes
 // of one uninterrupted run (shuffle and random augmentation included).

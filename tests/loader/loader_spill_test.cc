@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Held batches: when next() needs a slot that a live batch holds, that batch
 // is spilled (copied out of the ring, its storage's data pointer swapped) by
 // default; held_batches = kRaise keeps LeaseError.

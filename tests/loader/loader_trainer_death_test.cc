@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // However the trainer ends (SIGKILL, exit without destructors, an uncaught
 // exception, a normal return) mid-epoch, no worker outlives it by more than
 // 2 s and nothing is left on any filesystem: the ring is a memfd.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Loader::next(check): a wait for a batch can be broken off (Ctrl-C in the
 // Python binding) without losing the awaited batch or breaking the epoch.
 #include <gtest/gtest.h>

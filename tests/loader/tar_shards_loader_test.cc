@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A Loader over tar shards made by ringloader-shard from an ImageFolder the
 // test writes: same bytes for any worker count, for pipe: shards, and as the
 // same images read as an ImageFolder in the same order; bad shards fail

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Small datasets the tests make themselves in a temporary folder.
 #pragma once
 

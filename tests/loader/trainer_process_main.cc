@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // A trainer for the trainer-death tests: builds a Loader with two workers
 // over the folder it is given, takes one batch (so the epoch is in flight
 // with a slot leased), prints its workers' pids, then ends as told:

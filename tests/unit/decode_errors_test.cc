@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Every way decoding can fail gives a DecodeError naming the file and the
 // reason (empty, unsupported format with its first bytes, corrupt header,
 // corrupt data, truncated, too many pixels), refused before any big
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "ringloader/errors.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace ringloader::transforms {
 namespace {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Decoded pixels equal PIL's Image.open(f).convert(mode) exactly, for every
 // format and pixel layout the reference script writes (PNG 1/4/8/16-bit,
 // palette, alpha, BMP, GIF, JPEG 4:2:0 / 4:2:2 / 4:4:4 / gray / progressive
@@ -6,7 +7,7 @@
 
 #include "ringloader/errors.h"
 #include "tests/unit/torchvision_reference.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace ringloader::transforms {
 namespace {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Region decoding (only the rows and columns around the first op's crop
 // box) gives exactly the pixels of a full decode inside the box, for every
 // chroma subsampling, progressive files, odd sizes and boxes at every edge;
@@ -11,7 +12,7 @@
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
 #include "transforms/compiled_pipeline.h"
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace ringloader::transforms {
 namespace {

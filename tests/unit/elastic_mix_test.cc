@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Elastic resume and weighted mixing at the sampler level: pure functions,
 // checked over many world-size transitions and draws.
 #include <gtest/gtest.h>

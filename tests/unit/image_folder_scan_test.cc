@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // ImageFolder ordering must equal torchvision's: classes sorted, files
 // sorted per folder (sorted os.walk), extensions case-insensitive, symlinked
 // folders followed once.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test support for the parity suites: a case is our pipeline plus the
 // torchvision steps that should give the same tensor; run_checks runs a
 // batch of them through apply_pipeline() and the reference script and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // SampleRng: Philox4x32-10 known answers, keying by (seed, epoch, index,
 // stream), and unbiased uniform / integer / bernoulli draws. Fixed seeds,
 // bands of ~4-5 standard deviations: deterministic, never flaky.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Race windows of the ring protocol, hit deterministically: a fault point
 // (loader/ring/fault_point.h) runs the rival's move at the exact instruction
 // where a real race would interleave it, and fork() plays a trainer's child.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The fence protocol under concurrency, without processes or decoders:
 // filler threads and a consumer share a real memfd ring. Run under TSan in CI.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The shard cache: one fetch per shard however many threads and cache
 // objects (processes share it the same way: flock on a file), failures
 // retried then reported with the exit status and stderr, cut-short copies

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The release deferral behind fences (loader/trainer/slot_releaser.h), driven
 // by a test double: a slot is handed back only once its fence is done, in
 // order, with many pending.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tar parsing as shards need it: ustar, GNU long names, pax headers (checked
 // against archives GNU tar itself writes), brace patterns, and every
 // malformed case failing with the shard and member named.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Tar shard indexing (grouping by key, labels), the epoch order of sharded
 // datasets (a seeded permutation with bounded locality), and reading members
 // back by index from files and from pipe: commands.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Test support: reference results computed by PIL / torchvision themselves,
 // through tests/unit/reference/torchvision_reference.py run by
 // /usr/bin/python3 (the interpreter with torch). Header-only so every test

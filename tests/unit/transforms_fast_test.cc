@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PipelineMode::kFast: chosen as data ({"mode": "fast", "ops": [...]}),
 // validated at construction, same output shape and random draws as exact
 // mode, pixels close to exact mode's (PSNR), and the flip fused into the

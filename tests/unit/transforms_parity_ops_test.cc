@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pixel parity with torchvision 0.14 (PIL backend) for the colour, blur,
 // rotation/affine and erasing ops. Fixed ranges ((f, f) factors, angles,
 // sigmas) make torchvision's transform itself deterministic; otherwise the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pixel parity with torchvision 0.14 (PIL backend): every op, run through
 // the public apply_pipeline(), against torchvision run by the reference
 // script on the same files. Random ops are compared on the parameters our

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The colour, blur, geometry and erasing ops as pipeline data: torchvision's
 // parameter names round-trip, shapes follow the ops (Grayscale's channels,
 // expand's size), and every mistake is an OptionError naming op and

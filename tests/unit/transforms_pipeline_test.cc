@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Pipelines as data: JSON round trips with torchvision's names, output
 // shapes, and one OptionError per kind of mistake, each naming the op, the
 // parameter and why.

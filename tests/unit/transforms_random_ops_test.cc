@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Random parameters of the colour, geometry and erasing ops follow
 // torchvision's distributions: ColorJitter's order is uniform over the 24
 // permutations, factors and angles stay in their ranges with the right

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Random parameters follow torchvision's rules: RandomResizedCrop boxes have
 // the distribution of torchvision's get_params (reference drawn by
 // torchvision itself through /usr/bin/python3), flips happen at rate p, and

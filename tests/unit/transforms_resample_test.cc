@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Properties of the resampler beyond parity (transforms_parity_test.cc): a
 // crop view resamples exactly like a copied crop (RandomResizedCrop relies
 // on it), and constant images stay constant.

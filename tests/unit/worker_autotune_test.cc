@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The autotuner's policy on synthetic windows: it adds workers while the
 // trainer stalls and cores are idle, skips the window a new worker starts
 // in, settles once a worker adds less than min_gain, and stops at the most

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // WorkerRecovery's decisions against real processes standing in for workers
 // (`sh -c 'sleep 30'`): the ring's worker entries are set by the test, so a
 // race window is a state the test builds, not one it waits to happen.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Retiring a worker (the autotuner's way back from a worker that did not
 // pay): it claims nothing more, and its clean exit is not a death to
 // recover; a retired worker that dies instead is reported as usual.

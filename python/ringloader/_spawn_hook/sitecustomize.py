@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Started by ``python -m ringloader``: the processes a script spawns
 (``torch.multiprocessing.spawn``, ``multiprocessing`` with "spawn" or
 "forkserver") are fresh interpreters that would build torch's DataLoader

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Reference outputs for the C++ transform tests, computed by PIL and
 torchvision themselves (run with /usr/bin/python3, which has torch).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The torch DataLoader side of ringloader-gpu-bench's training-like loop:
 same IDX data, batch 256, 2 workers, pin_memory + non_blocking copies, the
 same GPU step; prints the trainer's stall per step as JSON."""

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The one configuration of stb_image that ringloader compiles: decoding from
 // memory only, and only the formats TurboJPEG does not handle.
 #pragma once

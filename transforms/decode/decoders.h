@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The format-specific decoders behind decode_image().
 #pragma once
 
@@ -5,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 namespace ringloader::transforms {
 

@@ -1,11 +1,12 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Format sniffing and dispatch. Formats are told by magic bytes: a PNG
 // named .jpg decodes, a text file named .png is refused with what it is.
-#include "transforms/decode.h"
+#include "transforms/decode/decode.h"
 
 #include <cstring>
 
 #include "ringloader/errors.h"
-#include "transforms/decoders.h"
+#include "transforms/decode/decoders.h"
 
 namespace ringloader::transforms {
 namespace {

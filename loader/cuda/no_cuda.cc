@@ -1,8 +1,9 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Built instead of loader/cuda/ when the CUDA Toolkit was not found: the
 // loader runs host-only and says so when a GPU is asked for.
 #include <cstdio>
 
-#include "loader/trainer/device_stage.h"
+#include "loader/cuda/device_stage.h"
 #include "loader/trainer/release_fence.h"
 #include "ringloader/errors.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PNG chunk-level facts stb_image does not expose: the header fields that
 // decide PIL's mode, and PIL's tolerance for files cut after the last pixel.
 #pragma once

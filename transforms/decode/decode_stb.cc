@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // PNG, BMP, GIF (first frame) and PNM through stb_image. Sizes are read
 // with stbi_info first so a bomb is refused before stb allocates; pixels are
 // decoded with the file's own channels and converted the way PIL converts.
@@ -7,9 +8,9 @@
 
 #include "ringloader/errors.h"
 #include "transforms/color_convert.h"
-#include "transforms/decoders.h"
-#include "transforms/png_chunks.h"
-#include "transforms/stb_config.h"
+#include "transforms/decode/decoders.h"
+#include "transforms/decode/png_chunks.h"
+#include "transforms/decode/stb_config.h"
 
 namespace ringloader::transforms {
 namespace {

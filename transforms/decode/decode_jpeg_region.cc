@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // JPEG decoding of only the part a pipeline reads, through libjpeg's
 // scanline API (TurboJPEG has no region decode): jpeg_crop_scanline narrows
 // the columns to the iMCU columns around the box, jpeg_skip_scanlines
@@ -20,7 +21,7 @@
 
 #include "ringloader/errors.h"
 #include "transforms/color_convert.h"
-#include "transforms/decoders.h"
+#include "transforms/decode/decoders.h"
 
 namespace ringloader::transforms {
 namespace {

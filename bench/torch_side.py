@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""The PyTorch anchor: torch.utils.data.DataLoader on the same workloads that
+# SPDX-License-Identifier: BSD-3-Clause
+"""The torch side of each comparison: torch.utils.data.DataLoader on the same workloads that
 ringloader-bench runs, printing images/s as JSON.
 
   jpeg     torchvision ImageFolder, RandomResizedCrop(224) +
@@ -12,9 +13,9 @@ Both: shuffle, num_workers=2, persistent_workers=True (torch's fastest setup:
 no worker re-spawn per epoch), one warm-up epoch excluded, then `epochs`
 timed epochs; the loop reads one element of every batch.
 
-  /usr/bin/python3 bench/torch_anchor.py jpeg --root DIR [--epochs 3]
-  /usr/bin/python3 bench/torch_anchor.py fashion --images X.gz --labels Y.gz
-  /usr/bin/python3 bench/torch_anchor.py profile --root DIR [--limit 300]
+  /usr/bin/python3 bench/torch_side.py jpeg --root DIR [--epochs 3]
+  /usr/bin/python3 bench/torch_side.py fashion --images X.gz --labels Y.gz
+  /usr/bin/python3 bench/torch_side.py profile --root DIR [--limit 300]
 
 profile: per-image CPU time (time.thread_time, so other load on the machine
 does not inflate it) of each stage of the jpeg workload in one thread:

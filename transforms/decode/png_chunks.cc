@@ -1,4 +1,5 @@
-#include "transforms/png_chunks.h"
+// SPDX-License-Identifier: BSD-3-Clause
+#include "transforms/decode/png_chunks.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // JPEG through the TurboJPEG API. Pillow decodes with libjpeg's defaults
 // (accurate integer DCT, fancy upsampling); TJFLAG_ACCURATEDCT selects the
 // same, so the pixels equal PIL's (both are libjpeg-turbo underneath).
@@ -8,7 +9,7 @@
 
 #include "ringloader/errors.h"
 #include "transforms/color_convert.h"
-#include "transforms/decoders.h"
+#include "transforms/decode/decoders.h"
 
 namespace ringloader::transforms {
 namespace {

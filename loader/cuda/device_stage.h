@@ -1,7 +1,8 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // The trainer's last hop: host batches to GPU device slots. This interface
 // has no CUDA types, so the rest of the trainer compiles without CUDA; the
 // implementation lives in loader/cuda/ (built when the CUDA Toolkit is
-// found) or loader/trainer/no_cuda.cc.
+// found) or loader/cuda/no_cuda.cc.
 #pragma once
 
 #include <memory>

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Where the fields of a Python sample live in a ring slot.
 
 A sample, as ``default_collate`` understands it (tensors, numpy arrays,
@@ -105,7 +106,7 @@ def _as_tensor(field, value):
     return source if source.dtype == field.dtype else None
 
 
-class Layout:
+class BatchStructure:
     """The structure of one sample, the slot region of each fixed leaf, and
     the per-sample record for pickled ones.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: BSD-3-Clause
 // Decoding encoded image bytes into an 8-bit Image converted like PIL's
 // Image.convert("RGB") or convert("L"). The format is sniffed from magic
 // bytes, never from the file extension.
