@@ -81,6 +81,9 @@ struct RINGLOADER_EXPORT MixOptions {
 RINGLOADER_EXPORT std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
                                 const std::vector<double>& weights, int64_t epoch_size);
 
+// A value: immutable once made (factories scan, index and validate up
+// front), cheap to copy (a tar index is shared, const), and safe to read
+// and copy from any number of threads. A Loader keeps its own copy.
 class RINGLOADER_EXPORT Dataset {
  public:
   // torchvision.datasets.ImageFolder: root/<class>/<image>; classes are the

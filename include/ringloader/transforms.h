@@ -94,6 +94,10 @@ RINGLOADER_EXPORT PaddingMode padding_mode_from_name(const std::string& name);
 // Image.convert(mode): "RGB" (3 channels) or "L" (1 channel).
 enum class ColorMode : uint8_t { kRGB = 0, kGray = 1 };
 
+// A value: a list of op descriptions and a mode. Not thread-safe to modify
+// (add, set_mode), safe to read and copy from any number of threads once
+// built. A Loader compiles its own copy at construction; workers receive it
+// as JSON.
 class RINGLOADER_EXPORT Pipeline {
  public:
   Pipeline() = default;
