@@ -56,6 +56,14 @@ class RINGLOADER_EXPORT LeaseError : public Error {
   using Error::Error;
 };
 
+// The node loader an AttachedLoader reads from is gone (died, stopped,
+// failed), or refused the attach (no such node, lane out of range or taken).
+// Maps to Python's ConnectionError.
+class RINGLOADER_EXPORT NodeError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Where a sample came from, for error messages: "sample 17 (/data/cat/3.jpg)".
 RINGLOADER_EXPORT std::string describe_sample(int64_t index, const std::string& source);
 

@@ -9,3 +9,4 @@
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
 #include "ringloader/external.h"
+#include "ringloader/node_loader.h"

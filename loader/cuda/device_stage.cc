@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "loader/cuda/cuda_check.h"
+#include "loader/cuda/device_guard.h"
 #include "loader/cuda/current_stream.h"
 #include "loader/cuda/finish_kernel.h"
 #include "loader/cuda/device_stage.h"
@@ -25,6 +26,7 @@ namespace ringloader::trainer {
 namespace {
 
 using cuda::check;
+using cuda::DeviceGuard;
 
 // -1 for "cuda": the current device at the first iteration.
 int parse_device(const std::string& device) {
@@ -40,19 +42,6 @@ int parse_device(const std::string& device) {
   throw OptionError("ringloader: device '" + device +
                     "' is not \"cpu\", \"cuda\" or \"cuda:N\"");
 }
-
-// Makes `device` current for a scope and restores the caller's.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) cudaSetDevice(device);
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
 
 struct DeviceSlot {
   uint8_t* raw = nullptr;      // the batch as workers wrote it

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "loader/cuda/device_stage.h"
+#include "loader/node/lane_memory.h"
 #include "loader/trainer/release_fence.h"
 #include "ringloader/errors.h"
 
@@ -27,3 +28,17 @@ void unpin_host_memory(void*) {}
 std::unique_ptr<FenceSource> make_cuda_fence_source() { return nullptr; }
 
 }  // namespace ringloader::trainer
+
+namespace ringloader::node {
+
+std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader*, bool) {
+  throw OptionError("ringloader: NodeOptions::device \"cuda\", but " +
+                    trainer::cuda_unavailable_reason() + "; use device \"cpu\"");
+}
+
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(NodeHeader*, uint32_t) {
+  throw NodeError("ringloader: the node's lanes are on a GPU, but this trainer's " +
+                  trainer::cuda_unavailable_reason());
+}
+
+}  // namespace ringloader::node

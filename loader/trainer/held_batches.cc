@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/held_batches.h"
 
+#include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cstring>
@@ -25,8 +27,20 @@ bool HeldBatches::spill(uint64_t batch_id) {
   held_.erase(it);
   if (!storage) return false;
   const size_t bytes = storage->nbytes();
-  at::DataPtr copy = c10::GetCPUAllocator()->allocate(bytes);
-  if (bytes > 0) std::memcpy(copy.get(), storage->data_ptr().get(), bytes);
+  const c10::Device device = storage->device();
+  at::DataPtr copy = device.is_cpu() ? c10::GetCPUAllocator()->allocate(bytes)
+                                     : c10::GetAllocator(device.type())->allocate(bytes);
+  if (bytes > 0 && device.is_cpu()) {
+    std::memcpy(copy.get(), storage->data_ptr().get(), bytes);
+  } else if (bytes > 0) {
+    // A device batch (a node's CUDA lane): the copy is enqueued on the
+    // current stream, and the release that follows records its fence
+    // there too, so the slot is not overwritten before the copy ran.
+    auto options = torch::TensorOptions().dtype(torch::kUInt8).device(device);
+    auto n = static_cast<int64_t>(bytes);
+    torch::from_blob(copy.get(), {n}, options)
+        .copy_(torch::from_blob(storage->data_ptr().get(), {n}, options), true);
+  }
   // The old DataPtr's deleter owns the slot lease: destroying it here, on
   // the trainer thread, releases the slot.
   at::DataPtr slot = storage->set_data_ptr(std::move(copy));

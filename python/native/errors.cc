@@ -56,6 +56,8 @@ void register_errors(py::module_& module) {
       new_error(module, "WorkerError", with_builtin(base_error, PyExc_RuntimeError));
   static PyObject* lease_error =
       new_error(module, "LeaseError", with_builtin(base_error, PyExc_RuntimeError));
+  static PyObject* node_error =
+      new_error(module, "NodeError", with_builtin(base_error, PyExc_ConnectionError));
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
@@ -69,6 +71,8 @@ void register_errors(py::module_& module) {
       PyErr_SetString(worker_error, one_prefix(error.what()).c_str());
     } catch (const LeaseError& error) {
       PyErr_SetString(lease_error, one_prefix(error.what()).c_str());
+    } catch (const NodeError& error) {
+      PyErr_SetString(node_error, one_prefix(error.what()).c_str());
     } catch (const Error& error) {
       PyErr_SetString(base_error, one_prefix(error.what()).c_str());
     }

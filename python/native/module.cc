@@ -14,12 +14,15 @@
 #include <torch/torch.h>
 
 #include "errors.h"
+#include "module_parts.h"
 #include "ringloader/ringloader.h"
 
 namespace py = pybind11;
 
 namespace ringloader::python {
-namespace {
+
+// Shared with node.cc (declared in module_parts.h); the extension's symbols
+// are hidden, so these names stay inside it.
 
 py::capsule to_capsule(const torch::Tensor& tensor) {
   DLManagedTensor* managed = at::toDLPack(tensor);
@@ -175,17 +178,20 @@ py::object next_batch(Loader& loader) {
     });
   }
   if (!batch) return py::none();
-  return py::make_tuple(to_python(batch->data), to_python(batch->target),
-                        batch->epoch, batch->index, batch->sample_indices);
+  return batch_tuple(*batch);
 }
 
-}  // namespace
+py::object batch_tuple(const Batch& batch) {
+  return py::make_tuple(to_python(batch.data), to_python(batch.target), batch.epoch,
+                        batch.index, batch.sample_indices);
+}
 
 PYBIND11_MODULE(_ringloader, module) {
   module.doc() = "ringloader native core (use the ringloader package)";
   // THPVariable_Wrap needs torch's Python types registered.
   py::module_::import("torch");
   register_errors(module);
+  register_node(module);
 
   module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {
     Dataset dataset = Dataset::image_folder(

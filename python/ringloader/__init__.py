@@ -20,16 +20,18 @@ from ._ringloader import (  # noqa: F401
     DecodeError,
     Error,
     LeaseError,
+    NodeError,
     OptionError,
     WorkerError,
 )
 from . import datasets, transforms  # noqa: F401
 from .dataloader import DataLoader  # noqa: F401
+from .node import NodeLoader  # noqa: F401
 from .progress import progress  # noqa: F401
 
 __all__ = [
     "DataLoader", "progress", "datasets", "transforms", "Error", "OptionError",
-    "DataIOError", "DecodeError", "WorkerError", "LeaseError",
+    "DataIOError", "DecodeError", "WorkerError", "LeaseError", "NodeLoader", "NodeError",
 ]
 
 # Last, once this package is complete: the clean process Python workers are

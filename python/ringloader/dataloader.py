@@ -109,7 +109,9 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_batch_retries=2, distributed=False, rank=None, world_size=None,
                  native=True, max_pickled_bytes=None, held_batches="spill",
                  device="cpu", device_normalize=None, max_auto_workers=0,
-                 ring_memory_budget_bytes=0):
+                 ring_memory_budget_bytes=0, attach=None):
+        if attach is not None:  # only a subclass of ours gets here (see __new__)
+            raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
         auto_workers = isinstance(num_workers, str) and num_workers == "auto"
         if isinstance(num_workers, str) and not auto_workers:
             raise OptionError(f"num_workers must be an int or 'auto', got {num_workers!r}")
@@ -277,6 +279,14 @@ class DataLoader(torch.utils.data.DataLoader):
         self._resume = None      # a loaded state, for the next epoch started
         self._in_process = None  # the in-process iterator of the epoch in progress
         self._epoch_open = False  # an epoch started and not yet run to its end
+
+    def __new__(cls, *args, **kwargs):
+        # DataLoader(attach="name") reads a NodeLoader's lane instead of a
+        # dataset of its own (node.py).
+        if kwargs.get("attach") is not None and cls is DataLoader:
+            from .node import AttachedDataLoader
+            return super().__new__(AttachedDataLoader)
+        return super().__new__(cls)
 
     def __len__(self):
         return len(self.batch_sampler)

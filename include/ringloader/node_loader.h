@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// One loader per machine, many trainers: a NodeLoader decodes for every
+// trainer process of the node (torchrun starts one per GPU) and hands each
+// its own batches through lanes of slots; an AttachedLoader is a trainer's
+// side of one lane.
+//
+//   // the node process (one per machine)
+//   ringloader::NodeOptions node;
+//   node.name = "imagenet-train";
+//   node.trainers = 8;
+//   node.device = "cuda";            // lane r's slots on GPU r % GPUs
+//   ringloader::NodeLoader server(dataset, pipeline, loader_options, node);
+//   server.serve();                  // until its epochs are served or stop()
+//
+//   // each trainer process (LOCAL_RANK = its lane)
+//   ringloader::AttachedLoader loader("imagenet-train");
+//   for (int epoch = 0; epoch < 90; ++epoch) {
+//     loader.set_epoch(epoch);
+//     while (auto batch = loader.next()) train_step(batch->data, batch->target);
+//   }
+//
+// Batches. Each epoch's order (the built-in sampler's, from
+// LoaderOptions::seed and shuffle) is padded by wrapping around (or, with
+// drop_last, cut) to a whole number of rounds of `trainers` batches, and
+// global batch g goes to lane g % trainers. So every lane gets the same
+// number of full batches per epoch, the lanes' samples are disjoint within
+// an epoch apart from the padding, and a lane's batches do not depend on
+// num_workers or on when trainers attach.
+//
+// Memory. With device "cpu" a lane's slots are shared host memory (the
+// trainer's tensors alias them, no copy on its side). With "cuda" they are
+// device memory on the lane's GPU, exported by CUDA IPC handles: the node
+// copies each batch from its pinned ring on a copy stream and records an
+// event; the trainer's current stream waits on that event (no host sync),
+// and dropping the batch's last tensor records a release event that the
+// node's next copy into the slot waits on. Trainers never copy through
+// host memory and never decode.
+//
+// Lockstep. The node produces in global order, so a lane whose trainer is
+// slow or absent holds back every lane once its slots are full (trainers of
+// one data-parallel job run in lockstep anyway).
+//
+// Faults. A trainer that dies (or closes its AttachedLoader) gives its lane
+// back: the slots it held are reclaimed, and the next trainer to attach to
+// that lane goes on with the lane's next batch (the reclaimed batches are
+// lost to the lane and counted in NodeStats::reclaimed_slots). A node that
+// dies or stops makes every attached trainer's next() throw NodeError
+// within about poll_interval_s; nothing waits forever.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringloader/dataset.h"
+#include "ringloader/errors.h"
+#include "ringloader/export.h"
+#include "ringloader/loader.h"
+#include "ringloader/transforms.h"
+
+namespace ringloader {
+
+struct RINGLOADER_EXPORT NodeOptions {
+  // The node's name: trainers attach to it by this name. It is a socket in
+  // the abstract namespace ("@ringloader/<name>"), so it lives in the
+  // network namespace (one per container) and vanishes with the node
+  // process. Must be 1..80 characters of [A-Za-z0-9._-]. Default: "default".
+  std::string name = "default";
+  // Lanes: trainer processes served, one batch stream each. Default: 1.
+  int trainers = 1;
+  // Slots per lane: batches a lane holds ready or leased. 2 lets the node
+  // fill one while the trainer trains on the other. Default: 3.
+  int lane_slots = 3;
+  // "cpu": lanes are shared host memory. "cuda": lane r is device memory on
+  // GPU devices[r] (or r % the GPU count when devices is empty), shared by
+  // CUDA IPC. The node's ring is pinned for its copies. Default: "cpu".
+  std::string device = "cpu";
+  std::vector<int> devices;
+  // The first epoch served and how many. 0 epochs: until stop(). A
+  // trainer's set_epoch() skips forward to a later epoch (its batches are
+  // still decoded), never back. Default: 0, 0.
+  int64_t first_epoch = 0;
+  int64_t epochs = 0;
+};
+
+// Summed over the node's life.
+struct RINGLOADER_EXPORT NodeStats {
+  int64_t batches = 0;               // batches put into lanes
+  std::vector<int64_t> lane_batches; // per lane
+  int64_t attaches = 0;              // trainers that attached
+  int64_t detaches = 0;              // trainers that left or died
+  int64_t reclaimed_slots = 0;       // slots taken back from dead trainers
+  double lane_wait_s = 0;            // the node waiting for a free lane slot
+  LoaderStats loader;                // the node's own Loader (workers, ring)
+  std::string to_string() const;
+};
+
+// Threads. serve() runs on one thread (the caller's, or the one start()
+// makes); stop(), stats() and the accessors may be called from any thread
+// at any time. A second serve() while one runs throws OptionError.
+//
+// Ownership. The NodeLoader owns its Loader (ring and worker processes),
+// the lanes' memory and the socket trainers attach through. Its destructor
+// stops serving, tells attached trainers (their next() throws NodeError)
+// and frees the lanes; host lanes stay mapped in trainers that still hold
+// batches.
+class RINGLOADER_EXPORT NodeLoader {
+ public:
+  // Any thread. Validates options (OptionError), builds the Loader (its
+  // workers start), creates the lanes and binds the name; a name already
+  // bound by a live node throws OptionError. With device "cuda" it counts
+  // the GPUs (OptionError when there are none); device memory, streams and
+  // events are made at serve(), on its thread.
+  NodeLoader(Dataset dataset, Pipeline pipeline, LoaderOptions options,
+             NodeOptions node);
+  ~NodeLoader();
+  NodeLoader(const NodeLoader&) = delete;
+  NodeLoader& operator=(const NodeLoader&) = delete;
+
+  // Serves epochs until they are all served or stop() is called; returns
+  // once the lanes hold the last batch (trainers may still be reading).
+  // Errors of the Loader (a bad sample with on_error=kRaise) end serving:
+  // the trainers' next() throws NodeError naming the cause, then serve()
+  // rethrows it.
+  void serve();
+  // Serves on a thread of its own; stop() (or the destructor) joins it.
+  void start();
+  // Any thread. Makes serve() return soon; idempotent.
+  void stop();
+  // Any thread. Whether serve() runs (on any thread).
+  bool serving() const;
+  // Waits for start()'s thread to end and rethrows the error that ended it
+  // (none after stop() or once every epoch was served).
+  void join();
+
+  // Batches each lane gets per epoch (len() of an AttachedLoader).
+  int64_t batches_per_trainer() const;
+  const NodeOptions& node_options() const;
+  const SampleShape& sample_shape() const;
+  NodeStats stats() const;
+  // PIDs of the attached trainers per lane (0: none).
+  std::vector<int> trainer_pids() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RINGLOADER_EXPORT AttachOptions {
+  // The lane to take: -1 reads $LOCAL_RANK (0 when unset). Default: -1.
+  int trainer = -1;
+  // How long the constructor waits for the node to appear (a trainer
+  // started before its node). Default: 60.
+  double connect_timeout_s = 60;
+  // How often next() checks that the node is alive while it waits.
+  // Default: 0.1.
+  double poll_interval_s = 0.1;
+};
+
+// A trainer's side of one lane. Batches are like Loader's: `data` aliases
+// the lane slot (host memory, or device memory on the lane's GPU with
+// device "cuda"), the slot goes back to the node when the last tensor
+// aliasing it dies, and `target` is a copy (on the lane's GPU with "cuda").
+// Batches the caller keeps are served as Loader's are: when next() needs a
+// slot that a kept batch still holds, that batch is copied out of the lane
+// (host memory, or device memory on the current stream) and its storage's
+// data pointer swapped, so its tensors and views follow.
+//
+// Threads: like Loader, one thread at a time calls its methods; batches and
+// their tensors may be dropped on any thread. With "cuda", dropping the
+// last tensor records the release event on the dropping thread's current
+// stream, so work enqueued there before (reads of the batch) finishes
+// before the node overwrites the slot.
+//
+// Ownership: the lane is held until the AttachedLoader is destroyed; host
+// batches outlive it (their mapping is shared).
+class RINGLOADER_EXPORT AttachedLoader {
+ public:
+  // Connects to node `name` (waiting up to connect_timeout_s for it to
+  // appear) and takes the lane. Throws NodeError if the node is not there
+  // in time, the lane is out of range or attached by another live process.
+  explicit AttachedLoader(const std::string& name = "default",
+                          AttachOptions options = {});
+  ~AttachedLoader();
+  AttachedLoader(const AttachedLoader&) = delete;
+  AttachedLoader& operator=(const AttachedLoader&) = delete;
+
+  // The epoch the next begin_epoch() serves; without a call, each epoch
+  // follows the last. An epoch the lane has passed throws OptionError.
+  void set_epoch(int64_t epoch);
+  // Starts an epoch: the rest of the previous one (if the loop broke off)
+  // is skipped.
+  void begin_epoch();
+  // The epoch's next batch, or nullopt after batches_per_epoch() of them.
+  // Throws NodeError when the node died, stopped or failed. `check` (like
+  // Loader::next's) runs about every 20 ms while it waits and may throw;
+  // the batch is then not lost.
+  std::optional<Batch> next(const std::function<void()>& check = nullptr);
+
+  int64_t batches_per_epoch() const;
+  int64_t batch_size() const;
+  int trainer() const;
+  int64_t epoch() const;
+  const SampleShape& sample_shape() const;
+  // "cpu" or "cuda:N": where batches' data lives.
+  std::string device() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ringloader

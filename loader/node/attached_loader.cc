@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A trainer's side of one lane: connect, map the node's region, then lease
+// the lane's batches in order through the slots' state words.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <torch/torch.h>
+
+#include "loader/node/lane_memory.h"
+#include "loader/node/lane_protocol.h"
+#include "loader/node/node_layout.h"
+#include "loader/node/node_socket.h"
+#include "loader/ring/shared_region.h"
+#include "loader/trainer/held_batches.h"
+#include "ringloader/node_loader.h"
+
+namespace ringloader {
+
+using node::NodeHeader;
+using node::NodeState;
+
+namespace {
+
+int lane_from_environment() {
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  if (!local_rank || !*local_rank) return 0;
+  char* end = nullptr;
+  long value = std::strtol(local_rank, &end, 10);
+  if (*end != '\0' || value < 0) {
+    throw OptionError(std::string("ringloader: LOCAL_RANK=\"") + local_rank +
+                      "\" is not a trainer index");
+  }
+  return static_cast<int>(value);
+}
+
+// The connection, the mapping and the lane memory: shared by the
+// AttachedLoader and every live batch, so the lane stays attached (and its
+// slots mapped) until the last batch is gone.
+struct Attachment {
+  std::string name;
+  int socket = -1;
+  int lane = 0;
+  int node_pid = 0;
+  ring::SharedRegion region;
+  std::unique_ptr<node::LaneProtocol> protocol;
+  std::unique_ptr<node::TrainerLanes> lanes;
+
+  NodeHeader* header() const { return static_cast<NodeHeader*>(region.data()); }
+  ~Attachment() {
+    lanes.reset();  // CUDA: closes the IPC mapping before the node sees us go
+    if (socket >= 0) close(socket);
+  }
+};
+
+std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
+                                         double timeout_s) {
+  auto attachment = std::make_shared<Attachment>();
+  attachment->name = name;
+  attachment->lane = lane;
+  attachment->socket = node::connect_to(name, timeout_s);
+  node::AttachRequest request{node::kAttachMagic, node::kAttachVersion, lane, 0};
+  node::AttachReply reply{};
+  int fd = -1;
+  if (!node::send_message(attachment->socket, &request, sizeof(request)) ||
+      !node::receive_message(attachment->socket, &reply, sizeof(reply), &fd) ||
+      reply.magic != node::kAttachMagic) {
+    throw NodeError("ringloader: node \"" + name + "\" closed the connection while trainer " +
+                    std::to_string(lane) + " attached");
+  }
+  if (!reply.accepted || fd < 0) {
+    if (fd >= 0) close(fd);
+    throw NodeError("ringloader: node \"" + name + "\" refused trainer " +
+                    std::to_string(lane) + ": " +
+                    std::string(reply.message, strnlen(reply.message, sizeof(reply.message))));
+  }
+  attachment->node_pid = reply.node_pid;
+  attachment->region = ring::SharedRegion::attach(fd);
+  NodeHeader* header = attachment->header();
+  if (attachment->region.size() < sizeof(NodeHeader) || header->magic != node::kNodeMagic ||
+      header->layout_version != node::kNodeLayoutVersion ||
+      header->total_bytes != attachment->region.size()) {
+    throw NodeError("ringloader: node \"" + name +
+                    "\" shares a region of another layout (mixed ringloader versions)");
+  }
+  node::NodeGeometry geometry{header->lane_count, header->lane_slots, header->batch_size,
+                              header->data_bytes,
+                              header->device == static_cast<uint32_t>(node::LaneDevice::kHost)};
+  auto* base = static_cast<uint8_t*>(attachment->region.data());
+  auto* lane_header =
+      reinterpret_cast<node::LaneHeader*>(base + geometry.lane_headers_offset()) + lane;
+  auto* slots = reinterpret_cast<node::LaneSlot*>(base + geometry.slots_offset()) +
+                uint64_t{static_cast<uint32_t>(lane)} * header->lane_slots;
+  attachment->protocol =
+      std::make_unique<node::LaneProtocol>(*lane_header, slots, header->lane_slots);
+  attachment->lanes = geometry.host_data ? node::make_host_trainer_lanes(header, lane)
+                                         : node::make_cuda_trainer_lanes(header, lane);
+  return attachment;
+}
+
+}  // namespace
+
+class AttachedLoader::Impl {
+ public:
+  Impl(const std::string& name, AttachOptions options) : options_(options) {
+    const int lane = options.trainer >= 0 ? options.trainer : lane_from_environment();
+    attachment_ = connect_lane(name, lane, options.connect_timeout_s);
+    const NodeHeader* h = attachment_->header();
+    shape_.channels = h->channels;
+    shape_.height = h->height;
+    shape_.width = h->width;
+    shape_.dtype = static_cast<DType>(h->dtype);
+    shape_.layout = static_cast<Layout>(h->layout);
+    cursor_ = attachment_->protocol->lane().next_lease.load(std::memory_order_acquire);
+    next_epoch_ = h->first_epoch;
+  }
+
+  void set_epoch(int64_t epoch) {
+    next_epoch_ = epoch;
+    epoch_set_ = true;
+    open_ = false;  // the next next() starts that epoch
+  }
+  void begin_epoch() {
+    epoch_ = next_epoch_;
+    next_epoch_ = epoch_ + 1;
+    next_index_ = 0;
+    // Only a trainer's first epoch after attaching may join the lane where
+    // it is; later epochs skip what an earlier loop left behind.
+    adopt_position_ = first_epoch_ && !epoch_set_;
+    first_epoch_ = false;
+    epoch_set_ = false;
+    open_ = true;
+  }
+  std::optional<Batch> next(const std::function<void()>& check);
+
+  int64_t per_epoch() const { return attachment_->header()->batches_per_epoch; }
+  int64_t batch_size() const { return attachment_->header()->batch_size; }
+  int lane() const { return attachment_->lane; }
+  int64_t epoch() const { return epoch_; }
+  const SampleShape& shape() const { return shape_; }
+  std::string device() const {
+    torch::Device device = attachment_->lanes->device();
+    return device.is_cuda() ? "cuda:" + std::to_string(device.index()) : "cpu";
+  }
+
+ private:
+  void wait_ready(uint64_t lane_batch, const std::function<void()>& check);
+  bool spill_holder(uint64_t lane_batch);
+  [[noreturn]] void node_gone() const;
+  Batch lease(uint64_t lane_batch);
+
+  AttachOptions options_;
+  std::shared_ptr<Attachment> attachment_;
+  SampleShape shape_;
+  uint64_t cursor_ = 0;       // the lane batch to lease next
+  int64_t epoch_ = 0;
+  int64_t next_epoch_ = 0;
+  int64_t next_index_ = 0;    // the epoch's next batch index
+  bool epoch_set_ = false;
+  bool first_epoch_ = true;
+  bool adopt_position_ = false;  // take the epoch the lane is at
+  bool open_ = false;
+  // Batches handed out that may still lease a slot: one this trainer
+  // still holds when the lane needs its slot again is copied out.
+  trainer::HeldBatches held_;
+};
+
+std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& check) {
+  if (!open_) begin_epoch();
+  if (next_index_ >= per_epoch()) {
+    open_ = false;
+    return std::nullopt;
+  }
+  for (;;) {
+    wait_ready(cursor_, check);
+    const node::LaneSlot& slot = attachment_->protocol->slot_for(cursor_);
+    if (adopt_position_) {
+      // No set_epoch: go on where the lane is (a trainer that re-attached
+      // mid-epoch continues that epoch).
+      epoch_ = slot.epoch;
+      next_epoch_ = epoch_ + 1;
+      next_index_ = slot.index;
+      adopt_position_ = false;
+    }
+    if (slot.epoch > epoch_) {
+      throw OptionError("ringloader: trainer " + std::to_string(lane()) + " asked for epoch " +
+                        std::to_string(epoch_) + ", but its lane is at epoch " +
+                        std::to_string(slot.epoch) + " (a node serves epochs forward only; "
+                        "start it with NodeOptions::first_epoch)");
+    }
+    if (slot.epoch < epoch_ || slot.index < next_index_) {
+      // An earlier epoch's batch (set_epoch skipped ahead, or the last loop
+      // broke off): skip it.
+      attachment_->protocol->lease(cursor_);
+      attachment_->protocol->release(cursor_);
+      ++cursor_;
+      continue;
+    }
+    next_index_ = slot.index + 1;
+    return lease(cursor_++);
+  }
+}
+
+// The slot of `lane_batch` is leased by an earlier batch this trainer still
+// holds (a loop that keeps batches, or one that broke off while the next
+// epoch skips ahead): the node can never fill it. Like Loader, copy that
+// batch out of the slot (its tensors follow), which releases it.
+bool AttachedLoader::Impl::spill_holder(uint64_t lane_batch) {
+  const node::LaneSlot& slot = attachment_->protocol->slot_for(lane_batch);
+  const uint32_t state = slot.state.load(std::memory_order_acquire);
+  if ((state & node::kLanePhaseMask) != node::kLaneLeased || slot.lane_batch >= lane_batch) {
+    return false;
+  }
+  return held_.spill(slot.lane_batch);
+}
+
+void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
+                                      const std::function<void()>& check) {
+  const node::LaneProtocol& protocol = *attachment_->protocol;
+  const auto poll_ns = static_cast<int64_t>(std::min(options_.poll_interval_s, 0.02) * 1e9);
+  spill_holder(lane_batch);
+  while (!protocol.wait_ready(lane_batch, poll_ns)) {
+    spill_holder(lane_batch);
+    const NodeHeader* h = attachment_->header();
+    if (h->state.load(std::memory_order_acquire) !=
+            static_cast<uint32_t>(NodeState::kServing) ||
+        node::peer_gone(attachment_->socket)) {
+      // The node may have published the batch just before it stopped.
+      if (protocol.ready(lane_batch)) return;
+      node_gone();
+    }
+    if (check) check();
+  }
+}
+
+void AttachedLoader::Impl::node_gone() const {
+  const NodeHeader* h = attachment_->header();
+  const std::string who = "node \"" + attachment_->name + "\" (pid " +
+                          std::to_string(attachment_->node_pid) + ")";
+  const std::string waiting = "; trainer " + std::to_string(lane()) + " was waiting for batch " +
+                              std::to_string(next_index_) + " of epoch " +
+                              std::to_string(epoch_);
+  switch (static_cast<NodeState>(h->state.load(std::memory_order_acquire))) {
+    case NodeState::kFinished:
+      throw NodeError("ringloader: " + who + " served its " + std::to_string(h->epochs) +
+                      " epoch(s) from epoch " + std::to_string(h->first_epoch) + waiting);
+    case NodeState::kStopped:
+      throw NodeError("ringloader: " + who + " stopped" + waiting);
+    case NodeState::kFailed:
+      throw NodeError("ringloader: " + who + " failed: " +
+                      std::string(h->error, strnlen(h->error, sizeof(h->error))) + waiting);
+    case NodeState::kServing:
+      break;
+  }
+  throw NodeError("ringloader: " + who + " died" + waiting);
+}
+
+Batch AttachedLoader::Impl::lease(uint64_t lane_batch) {
+  const node::LaneProtocol& protocol = *attachment_->protocol;
+  protocol.lease(lane_batch);
+  const node::LaneSlot& slot = protocol.slot_for(lane_batch);
+  const NodeHeader* h = attachment_->header();
+  const int64_t rows = slot.rows;
+  const uint64_t row = uint64_t{static_cast<uint32_t>(lane())} * h->lane_slots +
+                       protocol.slot_index(lane_batch);
+  auto* base = static_cast<uint8_t*>(attachment_->region.data());
+  auto* targets = reinterpret_cast<int64_t*>(base + h->targets_offset) + row * h->batch_size;
+  auto* indices = reinterpret_cast<int64_t*>(base + h->indices_offset) + row * h->batch_size;
+  Batch batch;
+  batch.epoch = slot.epoch;
+  batch.index = slot.index;
+  batch.sample_indices.assign(indices, indices + rows);
+  torch::Tensor target = torch::from_blob(targets, {rows}, torch::kInt64).clone();
+  const torch::Device device = attachment_->lanes->device();
+  batch.target = device.is_cuda() ? target.to(device) : target;
+  std::vector<int64_t> sizes =
+      shape_.layout == Layout::kCHW
+          ? std::vector<int64_t>{rows, shape_.channels, shape_.height, shape_.width}
+          : std::vector<int64_t>{rows, shape_.height, shape_.width, shape_.channels};
+  auto release = [attachment = attachment_, lane_batch] {
+    attachment->protocol->release(lane_batch);
+  };
+  batch.data = attachment_->lanes->wrap(
+      protocol.slot_index(lane_batch), sizes,
+      shape_.dtype == DType::kFloat32 ? torch::kFloat32 : torch::kUInt8, release);
+  held_.track(lane_batch, batch.data);
+  return batch;
+}
+
+AttachedLoader::AttachedLoader(const std::string& name, AttachOptions options)
+    : impl_(std::make_unique<Impl>(name, options)) {}
+AttachedLoader::~AttachedLoader() = default;
+void AttachedLoader::set_epoch(int64_t epoch) { impl_->set_epoch(epoch); }
+void AttachedLoader::begin_epoch() { impl_->begin_epoch(); }
+std::optional<Batch> AttachedLoader::next(const std::function<void()>& check) {
+  return impl_->next(check);
+}
+int64_t AttachedLoader::batches_per_epoch() const { return impl_->per_epoch(); }
+int64_t AttachedLoader::batch_size() const { return impl_->batch_size(); }
+int AttachedLoader::trainer() const { return impl_->lane(); }
+int64_t AttachedLoader::epoch() const { return impl_->epoch(); }
+const SampleShape& AttachedLoader::sample_shape() const { return impl_->shape(); }
+std::string AttachedLoader::device() const { return impl_->device(); }
+
+}  // namespace ringloader

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Where lane slots' data lives, on each side. Host lanes are the node
+// region's own pages (loader/node/host_lanes.cc); CUDA lanes are device
+// allocations shared by IPC handles (loader/cuda/ipc_lanes.cc, or the
+// refusal in loader/cuda/no_cuda.cc). No CUDA types here, so the node and
+// the attached loader compile without CUDA.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "loader/node/node_layout.h"
+#include "ringloader/loader.h"
+
+namespace ringloader::node {
+
+// The node's side: puts host batches into lane slots.
+class NodeLanes {
+ public:
+  virtual ~NodeLanes() = default;
+  // Serve thread, once before the first fill: allocates device memory and
+  // events and writes their IPC handles into the region (CUDA only).
+  virtual void open() = 0;
+  // Serve thread. Puts `batch`'s data into lane `lane`'s slot `slot`, whose
+  // state is FREE for it. Returns once the slot may be published; the host
+  // batch may be kept until its copy is done (see reap()).
+  virtual void fill(uint32_t lane, uint32_t slot, Batch batch) = 0;
+  // Serve thread. Drops host batches whose copies are done.
+  virtual void reap() = 0;
+  // Batches still being copied.
+  virtual size_t in_flight() const = 0;
+};
+
+// The trainer's side: wraps a READY slot's data as a tensor.
+class TrainerLanes {
+ public:
+  virtual ~TrainerLanes() = default;
+  // Trainer thread, for a slot just leased: `data` of the batch, aliasing
+  // the slot. `release` runs once when the last tensor aliasing it dies
+  // (any thread), after the lane memory's own release step (CUDA: the
+  // release event recorded on that thread's current stream).
+  virtual torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
+                             torch::ScalarType dtype, std::function<void()> release) = 0;
+  // Where a target tensor goes: kCPU or the lane's CUDA device.
+  virtual torch::Device device() const = 0;
+};
+
+// `header` starts the mapped region. The caller keeps the region (and the
+// TrainerLanes) alive while tensors alias them: `release` owns them.
+std::unique_ptr<NodeLanes> make_host_node_lanes(NodeHeader* header);
+std::unique_ptr<TrainerLanes> make_host_trainer_lanes(NodeHeader* header, uint32_t lane);
+// CUDA IPC lanes (OptionError without CUDA or a GPU). Lanes' devices come
+// from their LaneHeaders; unless `explicit_devices`, lane i takes GPU
+// i % (visible GPUs). The node's host batches must be page-locked for the
+// copies to be asynchronous.
+std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader* header, bool explicit_devices);
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(NodeHeader* header, uint32_t lane);
+
+}  // namespace ringloader::node

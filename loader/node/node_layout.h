@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a node loader and its trainers share: one sealed memfd, sent to each
+// trainer over the attach socket (SCM_RIGHTS), laid out as
+//
+//   NodeHeader | LaneHeader[L] | LaneSlot[L * S] |
+//   targets [L * S][batch_size] int64 | sample indices [L * S][batch_size] int64 |
+//   host slot data [L * S] (page-aligned; only for device "cpu")
+//
+// L lanes (one per trainer), S slots per lane. With device "cuda" a lane's
+// slot data is one device allocation on the lane's GPU, exported by the
+// IPC handle in its LaneHeader. Parties: the node's serve thread (fills
+// slots), its attach thread (lanes' trainer_pid, reclaim) and each lane's
+// trainer process (leases and releases its lane's slots). Standard layout,
+// cache-line aligned, asserted: the trainer may be another build.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace ringloader::node {
+
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kPageSize = 4096;
+inline constexpr uint64_t kNodeMagic = 0x45444f4e474e4952ULL;  // "RINGNODE"
+inline constexpr uint32_t kNodeLayoutVersion = 1;
+inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
+inline constexpr size_t kNodeErrorBytes = 440;
+
+enum class LaneDevice : uint32_t { kHost = 0, kCuda = 1 };
+enum class NodeState : uint32_t { kServing = 0, kFinished = 1, kStopped = 2, kFailed = 3 };
+
+// Written by the node before it binds its name; read-only after, but for
+// `state` (the node's serve thread) and `error` (written before a kFailed
+// state is stored with release).
+struct alignas(kCacheLine) NodeHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t lane_count;          // L
+  uint32_t lane_slots;          // S
+  uint32_t device;              // LaneDevice
+  int64_t batch_size;
+  int64_t batches_per_epoch;    // per lane
+  int64_t first_epoch;
+  int64_t epochs;               // 0: endless
+  uint64_t slot_data_bytes;     // stride of one slot's data (page multiple)
+  uint64_t data_bytes;          // one batch's data: batch_size * sample bytes
+  int32_t channels, height, width;
+  uint32_t dtype;               // ringloader::DType
+  uint32_t layout;              // ringloader::Layout
+  int32_t node_pid;
+  uint64_t targets_offset;      // from the region's start
+  uint64_t indices_offset;
+  uint64_t data_offset;         // host slot data; 0 for device "cuda"
+  uint64_t total_bytes;
+  // Futex word: NodeState. Trainers wait on their slots, not on this.
+  std::atomic<uint32_t> state;
+  uint32_t reserved;
+  char error[kNodeErrorBytes];
+};
+static_assert(std::is_standard_layout_v<NodeHeader>);
+static_assert(sizeof(NodeHeader) == 576 && alignof(NodeHeader) == 64);
+static_assert(offsetof(NodeHeader, batch_size) == 24);
+static_assert(offsetof(NodeHeader, channels) == 72);
+static_assert(offsetof(NodeHeader, targets_offset) == 96);
+static_assert(offsetof(NodeHeader, state) == 128);
+static_assert(offsetof(NodeHeader, error) == 136);
+
+// One trainer's lane.
+struct alignas(kCacheLine) LaneHeader {
+  // The attached trainer's pid, 0 when none: written by the node's attach
+  // thread only.
+  std::atomic<int32_t> trainer_pid;
+  int32_t device;               // GPU index for LaneDevice::kCuda
+  // The lane's next batch to lease: written by the attached trainer only
+  // (before it leases that batch), read by the attach thread when it
+  // reclaims after the trainer died, and by the next trainer to attach.
+  std::atomic<uint64_t> next_lease;
+  uint8_t memory_handle[kIpcHandleBytes];  // cudaIpcMemHandle_t of the slots
+  char padding[kCacheLine - 16];
+};
+static_assert(std::is_standard_layout_v<LaneHeader>);
+static_assert(sizeof(LaneHeader) == 128 && alignof(LaneHeader) == 64);
+static_assert(offsetof(LaneHeader, next_lease) == 8);
+static_assert(offsetof(LaneHeader, memory_handle) == 16);
+
+// Phases of a lane slot's state word: (generation << 2) | phase, where the
+// generation is the lane batch number / S (mod 2^30), as in the ring.
+enum LanePhase : uint32_t { kLaneFree = 0, kLaneReady = 1, kLaneLeased = 2 };
+inline constexpr uint32_t kLanePhaseBits = 2;
+inline constexpr uint32_t kLanePhaseMask = (1u << kLanePhaseBits) - 1;
+inline constexpr uint32_t kLaneGenerationMask = (1u << 30) - 1;
+
+// One slot of a lane. The node writes every field but `state` before it
+// stores READY (release); the trainer reads them after it sees READY
+// (acquire).
+struct alignas(kCacheLine) LaneSlot {
+  std::atomic<uint32_t> state;  // futex word
+  uint32_t rows;                // samples in the batch
+  uint64_t lane_batch;          // the lane's batch number it holds
+  int64_t epoch;
+  int64_t index;                // batch index within the epoch, per lane
+  char padding[kCacheLine - 32];
+  // cudaIpcEventHandle_t of the node's "copied" event (the trainer's stream
+  // waits on it) and of the "released" event (the trainer records it as
+  // its last tensor dies; the node's next copy into the slot waits on it).
+  uint8_t copied_event[kIpcHandleBytes];
+  uint8_t released_event[kIpcHandleBytes];
+};
+static_assert(std::is_standard_layout_v<LaneSlot>);
+static_assert(sizeof(LaneSlot) == 192 && alignof(LaneSlot) == 64);
+static_assert(offsetof(LaneSlot, lane_batch) == 8);
+static_assert(offsetof(LaneSlot, copied_event) == 64);
+static_assert(offsetof(LaneSlot, released_event) == 128);
+
+// Sizes and offsets of a region for these parameters.
+struct NodeGeometry {
+  uint32_t lanes = 0;
+  uint32_t slots = 0;
+  int64_t batch_size = 0;
+  uint64_t data_bytes = 0;
+  bool host_data = true;
+
+  uint64_t slot_data_bytes() const {
+    return (data_bytes + kPageSize - 1) / kPageSize * kPageSize;
+  }
+  uint64_t lane_headers_offset() const { return sizeof(NodeHeader); }
+  uint64_t slots_offset() const {
+    return lane_headers_offset() + uint64_t{lanes} * sizeof(LaneHeader);
+  }
+  uint64_t targets_offset() const {
+    return slots_offset() + uint64_t{lanes} * slots * sizeof(LaneSlot);
+  }
+  uint64_t indices_offset() const {
+    return targets_offset() + uint64_t{lanes} * slots * batch_size * 8;
+  }
+  uint64_t data_offset() const {
+    uint64_t end = indices_offset() + uint64_t{lanes} * slots * batch_size * 8;
+    return host_data ? (end + kPageSize - 1) / kPageSize * kPageSize : 0;
+  }
+  uint64_t total_bytes() const {
+    uint64_t end = indices_offset() + uint64_t{lanes} * slots * batch_size * 8;
+    return host_data ? data_offset() + uint64_t{lanes} * slots * slot_data_bytes()
+                     : end;
+  }
+};
+
+inline uint32_t lane_state(uint64_t lane_batch, uint32_t slots, LanePhase phase) {
+  uint32_t generation = static_cast<uint32_t>(lane_batch / slots) & kLaneGenerationMask;
+  return (generation << kLanePhaseBits) | phase;
+}
+
+}  // namespace ringloader::node

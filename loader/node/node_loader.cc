@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The node loader: one Loader (ring, workers) decodes the node's global
+// order; the serve thread deals its batches out to the lanes in order.
+//
+//   Loader::next() -> batch g -> lane g % L: wait FREE(n) -> fill -> READY(n)
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "loader/node/attach_listener.h"
+#include "loader/node/lane_memory.h"
+#include "loader/node/lane_protocol.h"
+#include "loader/node/node_layout.h"
+#include "loader/node/node_order.h"
+#include "loader/node/node_socket.h"
+#include "loader/ring/futex.h"
+#include "loader/ring/shared_region.h"
+#include "ringloader/node_loader.h"
+
+namespace ringloader {
+
+using node::LaneProtocol;
+using node::NodeHeader;
+using node::NodeState;
+
+namespace {
+
+struct StopServing {};
+
+void check_node_options(const NodeOptions& node) {
+  node::check_node_name(node.name);
+  if (node.trainers < 1 || node.trainers > 1024) {
+    throw OptionError("ringloader: NodeOptions::trainers must be 1..1024, got " +
+                      std::to_string(node.trainers));
+  }
+  if (node.lane_slots < 1 || node.lane_slots > 64) {
+    throw OptionError("ringloader: NodeOptions::lane_slots must be 1..64, got " +
+                      std::to_string(node.lane_slots));
+  }
+  if (node.device != "cpu" && node.device != "cuda") {
+    throw OptionError("ringloader: NodeOptions::device must be \"cpu\" or \"cuda\", got \"" +
+                      node.device + "\"");
+  }
+  if (!node.devices.empty() && node.devices.size() != static_cast<size_t>(node.trainers)) {
+    throw OptionError("ringloader: NodeOptions::devices names " +
+                      std::to_string(node.devices.size()) + " GPUs for " +
+                      std::to_string(node.trainers) + " trainers");
+  }
+  if (node.first_epoch < 0 || node.epochs < 0) {
+    throw OptionError("ringloader: NodeOptions::first_epoch and epochs must be >= 0");
+  }
+}
+
+// The Loader's options: one rank of the whole node, orders set per epoch.
+LoaderOptions node_loader_options(LoaderOptions options, const NodeOptions& node,
+                                  int64_t dataset_size) {
+  const int64_t per_epoch =
+      node::batches_per_lane(dataset_size, options, node.trainers) * node.trainers *
+      options.batch_size;
+  options.rank = 0;
+  options.world_size = 1;
+  options.drop_last = false;
+  options.device = "cpu";
+  options.pin_memory = options.pin_memory || node.device == "cuda";
+  options.max_samples_per_epoch = std::max(options.max_samples_per_epoch, per_epoch);
+  return options;
+}
+
+}  // namespace
+
+class NodeLoader::Impl {
+ public:
+  Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options, NodeOptions node)
+      : node_(std::move(node)), options_(options), dataset_size_(dataset.size()) {
+    check_node_options(node_);
+    per_lane_ = node::batches_per_lane(dataset_size_, options_, node_.trainers);
+    // The name first: a taken name fails before any worker is spawned.
+    int listen_fd = node::listen_on(node_.name);
+    try {
+      build(std::move(dataset), std::move(pipeline), listen_fd);
+    } catch (...) {
+      if (!listener_) close(listen_fd);
+      throw;
+    }
+  }
+
+  void build(Dataset dataset, Pipeline pipeline, int listen_fd) {
+    loader_ = std::make_unique<Loader>(std::move(dataset), std::move(pipeline),
+                                       node_loader_options(options_, node_, dataset_size_));
+    create_region();
+    lanes_ = node_.device == "cuda" ? node::make_cuda_node_lanes(header(), !node_.devices.empty())
+                                    : node::make_host_node_lanes(header());
+    lane_batches_.assign(node_.trainers, 0);
+    listener_ = std::make_unique<node::AttachListener>(node_.name, listen_fd, region_.fd(),
+                                                       protocols());
+  }
+
+  ~Impl() {
+    stop();
+    if (thread_.joinable()) thread_.join();
+    finish(NodeState::kStopped, "");
+    // Copies in flight read the ring: let them end before it goes.
+    while (lanes_ && lanes_->in_flight() > 0) {
+      lanes_->reap();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    listener_.reset();  // closes connections: trainers see the node go
+  }
+
+  void serve() {
+    if (serving_.exchange(true, std::memory_order_acq_rel)) {
+      throw OptionError("ringloader: NodeLoader::serve() is already running");
+    }
+    serve_loop();
+  }
+  void start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (thread_.joinable() || serving()) {
+      throw OptionError("ringloader: NodeLoader already serving");
+    }
+    serving_.store(true, std::memory_order_release);  // serving from now on
+    thread_ = std::thread([this] {
+      try {
+        serve_loop();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        error_ = std::current_exception();
+      }
+    });
+  }
+  void stop() { stopping_.store(true, std::memory_order_release); }
+  bool serving() const { return serving_.load(std::memory_order_acquire); }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::swap(error, error_);
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  NodeStats stats() const;
+  std::vector<int> trainer_pids() const { return listener_->trainer_pids(); }
+  int64_t per_lane() const { return per_lane_; }
+  const NodeOptions& node() const { return node_; }
+  const SampleShape& shape() const { return loader_->sample_shape(); }
+
+ private:
+  NodeHeader* header() const { return static_cast<NodeHeader*>(region_.data()); }
+  node::NodeGeometry geometry() const;
+  void create_region();
+  std::vector<LaneProtocol> protocols() const;
+  void serve_loop();  // serving_ is set; clears it
+  void serve_epoch(int64_t epoch);
+  void put(uint32_t lane, Batch batch, int64_t epoch, int64_t index);
+  void wait_for_slot(const LaneProtocol& lane, uint64_t lane_batch);
+  void finish(NodeState state, const std::string& error);
+
+  NodeOptions node_;
+  LoaderOptions options_;
+  int64_t dataset_size_;
+  int64_t per_lane_ = 0;
+  std::unique_ptr<Loader> loader_;
+  ring::SharedRegion region_;
+  std::unique_ptr<node::NodeLanes> lanes_;
+  std::unique_ptr<node::AttachListener> listener_;
+  std::vector<uint64_t> lane_batches_;  // next lane batch number, per lane
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> serving_{false};
+  mutable std::mutex mutex_;  // stats_, thread_
+  int64_t batches_ = 0;
+  double lane_wait_s_ = 0;
+  std::exception_ptr error_;  // what ended start()'s thread
+  std::thread thread_;
+};
+
+node::NodeGeometry NodeLoader::Impl::geometry() const {
+  node::NodeGeometry geometry;
+  geometry.lanes = static_cast<uint32_t>(node_.trainers);
+  geometry.slots = static_cast<uint32_t>(node_.lane_slots);
+  geometry.batch_size = options_.batch_size;
+  geometry.data_bytes = loader_->sample_shape().bytes() * options_.batch_size;
+  geometry.host_data = node_.device == "cpu";
+  return geometry;
+}
+
+void NodeLoader::Impl::create_region() {
+  const node::NodeGeometry layout = geometry();
+  region_ = ring::SharedRegion::create("ringloader-node-" + node_.name, layout.total_bytes());
+  NodeHeader* h = header();
+  const SampleShape& shape = loader_->sample_shape();
+  h->magic = node::kNodeMagic;
+  h->layout_version = node::kNodeLayoutVersion;
+  h->lane_count = layout.lanes;
+  h->lane_slots = layout.slots;
+  h->device = static_cast<uint32_t>(layout.host_data ? node::LaneDevice::kHost
+                                                     : node::LaneDevice::kCuda);
+  h->batch_size = options_.batch_size;
+  h->batches_per_epoch = per_lane_;
+  h->first_epoch = node_.first_epoch;
+  h->epochs = node_.epochs;
+  h->slot_data_bytes = layout.slot_data_bytes();
+  h->data_bytes = layout.data_bytes;
+  h->channels = shape.channels;
+  h->height = shape.height;
+  h->width = shape.width;
+  h->dtype = static_cast<uint32_t>(shape.dtype);
+  h->layout = static_cast<uint32_t>(shape.layout);
+  h->node_pid = getpid();
+  h->targets_offset = layout.targets_offset();
+  h->indices_offset = layout.indices_offset();
+  h->data_offset = layout.data_offset();
+  h->total_bytes = layout.total_bytes();
+  auto* lanes = reinterpret_cast<node::LaneHeader*>(
+      static_cast<uint8_t*>(region_.data()) + layout.lane_headers_offset());
+  for (int i = 0; i < node_.trainers; ++i) {
+    lanes[i].device = node_.devices.empty() ? i : node_.devices[i];
+  }
+  h->state.store(static_cast<uint32_t>(NodeState::kServing), std::memory_order_release);
+}
+
+std::vector<LaneProtocol> NodeLoader::Impl::protocols() const {
+  const node::NodeGeometry layout = geometry();
+  auto* base = static_cast<uint8_t*>(region_.data());
+  auto* lanes = reinterpret_cast<node::LaneHeader*>(base + layout.lane_headers_offset());
+  auto* slots = reinterpret_cast<node::LaneSlot*>(base + layout.slots_offset());
+  std::vector<LaneProtocol> out;
+  for (uint32_t i = 0; i < layout.lanes; ++i) {
+    out.emplace_back(lanes[i], slots + uint64_t{i} * layout.slots, layout.slots);
+  }
+  return out;
+}
+
+void NodeLoader::Impl::serve_loop() {
+  try {
+    lanes_->open();
+    for (int64_t epoch = node_.first_epoch;
+         node_.epochs == 0 || epoch < node_.first_epoch + node_.epochs; ++epoch) {
+      serve_epoch(epoch);
+    }
+    finish(NodeState::kFinished, "");
+  } catch (const StopServing&) {
+    finish(NodeState::kStopped, "");
+  } catch (const std::exception& error) {
+    finish(NodeState::kFailed, error.what());
+    serving_.store(false, std::memory_order_release);
+    throw;
+  }
+  serving_.store(false, std::memory_order_release);
+}
+
+void NodeLoader::Impl::serve_epoch(int64_t epoch) {
+  loader_->set_epoch(epoch);
+  loader_->set_order(node::node_epoch_order(dataset_size_, options_, node_.trainers, epoch));
+  loader_->begin_epoch();
+  const Loader::WaitCheck check = [this] {
+    lanes_->reap();
+    if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
+  };
+  int64_t global = 0;
+  while (std::optional<Batch> batch = loader_->next(check)) {
+    const auto lane = static_cast<uint32_t>(global % node_.trainers);
+    put(lane, std::move(*batch), epoch, global / node_.trainers);
+    ++global;
+  }
+}
+
+void NodeLoader::Impl::put(uint32_t lane, Batch batch, int64_t epoch, int64_t index) {
+  const std::vector<LaneProtocol> lanes = protocols();
+  const LaneProtocol& protocol = lanes[lane];
+  const uint64_t lane_batch = lane_batches_[lane];
+  wait_for_slot(protocol, lane_batch);
+  const uint32_t slot = protocol.slot_index(lane_batch);
+  const uint64_t row = uint64_t{lane} * node_.lane_slots + slot;
+  auto* base = static_cast<uint8_t*>(region_.data());
+  const int64_t rows = batch.target.numel();
+  std::memcpy(base + header()->targets_offset + row * options_.batch_size * 8,
+              batch.target.contiguous().data_ptr<int64_t>(), rows * 8);
+  std::memcpy(base + header()->indices_offset + row * options_.batch_size * 8,
+              batch.sample_indices.data(), batch.sample_indices.size() * 8);
+  lanes_->fill(lane, slot, std::move(batch));
+  protocol.publish(lane_batch, static_cast<uint32_t>(rows), epoch, index);
+  lane_batches_[lane] = lane_batch + 1;
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++batches_;
+}
+
+void NodeLoader::Impl::wait_for_slot(const LaneProtocol& lane, uint64_t lane_batch) {
+  if (lane.free_for(lane_batch)) return;
+  const uint64_t started = ring::monotonic_ns();
+  constexpr int64_t kRecheckNs = 20'000'000;
+  while (!lane.wait_free(lane_batch, kRecheckNs)) {
+    lanes_->reap();
+    if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  lane_wait_s_ += (ring::monotonic_ns() - started) * 1e-9;
+}
+
+void NodeLoader::Impl::finish(NodeState state, const std::string& error) {
+  NodeHeader* h = header();
+  if (h->state.load(std::memory_order_acquire) != static_cast<uint32_t>(NodeState::kServing)) {
+    return;
+  }
+  std::snprintf(h->error, sizeof(h->error), "%s", error.c_str());
+  // Release: a trainer that sees kFailed reads the error text.
+  h->state.store(static_cast<uint32_t>(state), std::memory_order_release);
+  // Trainers wait on their slots' words; wake them so they look at the state.
+  for (const LaneProtocol& lane : protocols()) {
+    for (int i = 0; i < node_.lane_slots; ++i) ring::futex_wake_all(lane.slot_for(i).state);
+  }
+}
+
+NodeStats NodeLoader::Impl::stats() const {
+  NodeStats stats;
+  node::AttachCounts counts = listener_->counts();
+  stats.attaches = counts.attaches;
+  stats.detaches = counts.detaches;
+  stats.reclaimed_slots = counts.reclaimed_slots;
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats.batches = batches_;
+  stats.lane_wait_s = lane_wait_s_;
+  for (uint64_t n : lane_batches_) stats.lane_batches.push_back(static_cast<int64_t>(n));
+  stats.loader = loader_->stats();
+  return stats;
+}
+
+std::string NodeStats::to_string() const {
+  std::ostringstream out;
+  out << "node: " << batches << " batches into lanes (";
+  for (size_t i = 0; i < lane_batches.size(); ++i) out << (i ? " " : "") << lane_batches[i];
+  out << "), " << attaches << " attaches, " << detaches << " detaches, " << reclaimed_slots
+      << " reclaimed slots, lane wait " << lane_wait_s << " s\n"
+      << loader.to_string();
+  return out.str();
+}
+
+NodeLoader::NodeLoader(Dataset dataset, Pipeline pipeline, LoaderOptions options,
+                       NodeOptions node)
+    : impl_(std::make_unique<Impl>(std::move(dataset), std::move(pipeline), options,
+                                   std::move(node))) {}
+NodeLoader::~NodeLoader() = default;
+void NodeLoader::serve() { impl_->serve(); }
+void NodeLoader::start() { impl_->start(); }
+void NodeLoader::stop() { impl_->stop(); }
+bool NodeLoader::serving() const { return impl_->serving(); }
+void NodeLoader::join() { impl_->join(); }
+int64_t NodeLoader::batches_per_trainer() const { return impl_->per_lane(); }
+const NodeOptions& NodeLoader::node_options() const { return impl_->node(); }
+const SampleShape& NodeLoader::sample_shape() const { return impl_->shape(); }
+NodeStats NodeLoader::stats() const { return impl_->stats(); }
+std::vector<int> NodeLoader::trainer_pids() const { return impl_->trainer_pids(); }
+
+}  // namespace ringloader

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "loader/node/node_socket.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "ringloader/errors.h"
+
+namespace ringloader::node {
+namespace {
+
+// The abstract name: a leading NUL, then "ringloader/<name>" (no trailing
+// NUL; the length says where it ends).
+socklen_t abstract_address(const std::string& name, sockaddr_un& address) {
+  std::memset(&address, 0, sizeof(address));
+  address.sun_family = AF_UNIX;
+  const std::string path = "ringloader/" + name;
+  std::memcpy(address.sun_path + 1, path.data(), path.size());
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+}
+
+int new_socket() {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("ringloader: socket: ") + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
+void check_node_name(const std::string& name) {
+  bool valid = !name.empty() && name.size() <= 80;
+  for (char c : name) {
+    valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                      c == '_' || c == '-');
+  }
+  if (!valid) {
+    throw OptionError("ringloader: node name \"" + name +
+                      "\" must be 1..80 characters of A-Z a-z 0-9 . _ -");
+  }
+}
+
+int listen_on(const std::string& name) {
+  check_node_name(name);
+  sockaddr_un address;
+  socklen_t length = abstract_address(name, address);
+  int fd = new_socket();
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    int error = errno;
+    close(fd);
+    if (error == EADDRINUSE) {
+      throw OptionError("ringloader: node name \"" + name +
+                        "\" is taken by another live node loader on this machine "
+                        "(network namespace); pick another NodeOptions::name");
+    }
+    throw Error("ringloader: binding node \"" + name + "\": " + std::strerror(error));
+  }
+  if (listen(fd, 64) != 0 || fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
+    int error = errno;
+    close(fd);
+    throw Error("ringloader: listening as node \"" + name + "\": " + std::strerror(error));
+  }
+  return fd;
+}
+
+int connect_to(const std::string& name, double timeout_s) {
+  check_node_name(name);
+  sockaddr_un address;
+  socklen_t length = abstract_address(name, address);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    int fd = new_socket();
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) return fd;
+    int error = errno;
+    close(fd);
+    // No node yet (ECONNREFUSED for an unbound abstract name): a trainer
+    // started before its node waits for it.
+    bool retry = error == ECONNREFUSED || error == ENOENT || error == EAGAIN ||
+                 error == EINTR;
+    if (!retry || std::chrono::steady_clock::now() >= deadline) {
+      throw NodeError("ringloader: no node loader \"" + name + "\" on this machine after " +
+                      std::to_string(timeout_s) + " s (" + std::strerror(error) +
+                      "); start ringloader.NodeLoader(..., name=\"" + name + "\") first");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+bool send_message(int socket, const void* data, size_t bytes, int fd) {
+  iovec part{const_cast<void*>(data), bytes};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  }
+  ssize_t sent;
+  do {
+    sent = sendmsg(socket, &message, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(bytes);
+}
+
+bool receive_message(int socket, void* data, size_t bytes, int* fd) {
+  *fd = -1;
+  iovec part{data, bytes};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &message, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(fd, CMSG_DATA(header), sizeof(int));
+    }
+  }
+  if (got != static_cast<ssize_t>(bytes)) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+    return false;
+  }
+  return true;
+}
+
+int peer_pid(int socket) {
+  ucred credentials{};
+  socklen_t length = sizeof(credentials);
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
+  return credentials.pid;
+}
+
+bool peer_gone(int socket) {
+  pollfd watch{socket, POLLRDHUP, 0};
+  int ready = poll(&watch, 1, 0);
+  return ready > 0 && (watch.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+}  // namespace ringloader::node

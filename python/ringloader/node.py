@@ -1,0 +1,186 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""One loader per machine, one lane per trainer (docs/gpu.md, "Node loader").
+
+The node process::
+
+    node = ringloader.NodeLoader(dataset, batch_size=256, shuffle=True,
+                                 num_workers=12, trainers=8,
+                                 name="imagenet-train", device="cuda")
+    node.serve()            # until its epochs are served, or Ctrl-C
+
+Each trainer (torchrun starts one per GPU; LOCAL_RANK picks its lane)::
+
+    loader = ringloader.DataLoader(attach="imagenet-train")
+    for epoch in range(90):
+        loader.set_epoch(epoch)
+        for images, labels in loader:   # on this trainer's GPU with "cuda"
+            ...
+
+The node decodes every trainer's batches with one set of workers (one ring,
+one copy of the dataset's index, one process tree) and deals global batch g
+to lane g % trainers. A trainer that dies gives its lane back (the slots it
+held are reclaimed); a node that dies makes every trainer's next batch
+raise ``ringloader.NodeError`` (a ``ConnectionError``).
+"""
+import time
+
+from . import _native_datasets
+from ._ringloader import AttachedLoader as _AttachedCore
+from ._ringloader import NodeLoader as _NodeCore
+from ._ringloader import OptionError
+from .dataloader import DataLoader
+
+
+def _native_source(dataset):
+    if hasattr(dataset, "ringloader_dataset_json"):
+        return dataset
+    converted, target_transform = _native_datasets.convert(dataset)
+    if converted is None:
+        raise OptionError(
+            f"ringloader.NodeLoader: {type(dataset).__name__} is not a dataset the native "
+            "workers decode (ringloader.datasets, or a torchvision dataset whose "
+            "transforms convert); a node loader runs no Python workers")
+    if target_transform is not None:
+        raise OptionError("ringloader.NodeLoader: target_transform runs Python per "
+                          "label; apply it in the trainer")
+    return converted
+
+
+class NodeLoader:
+    """Serves ``trainers`` lanes from one set of native workers.
+
+    Loader arguments as ``ringloader.DataLoader``'s (``batch_size``,
+    ``shuffle``, ``num_workers``, ``drop_last``, ``seed``, ``on_error``,
+    ``ring_slots``). Node arguments: ``trainers`` (lanes), ``name`` (what
+    trainers attach to; Default: ``"default"``), ``device`` (``"cpu"``: lanes
+    in shared host memory; ``"cuda"``: lane r on GPU ``devices[r]``, or
+    r % GPUs, shared by CUDA IPC), ``lane_slots`` (batches per lane, Default:
+    3), ``first_epoch`` and ``epochs`` (0: until ``stop()``).
+
+    Every lane gets ``batches_per_trainer`` full batches per epoch: the
+    epoch's order is padded by wrapping around (cut with ``drop_last``) to
+    whole rounds of ``trainers`` batches.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0,
+                 drop_last=False, *, trainers=1, name="default", device="cpu",
+                 devices=None, lane_slots=3, first_epoch=0, epochs=0, seed=0,
+                 on_error="raise", ring_slots=0, hang_timeout=120.0):
+        source = _native_source(dataset)
+        self._source = source  # owns the memfds a converted dataset reads
+        options = {
+            "batch_size": int(batch_size), "num_workers": int(num_workers),
+            "shuffle": bool(shuffle), "drop_last": bool(drop_last),
+            "seed": int(seed) & 0xFFFFFFFFFFFFFFFF, "on_error": str(on_error),
+            "ring_slots": int(ring_slots), "hang_timeout_s": float(hang_timeout),
+            "max_samples_per_epoch": len(dataset),
+        }
+        node = {"name": str(name), "trainers": int(trainers), "lane_slots": int(lane_slots),
+                "device": str(device), "first_epoch": int(first_epoch),
+                "epochs": int(epochs)}
+        if devices is not None:
+            node["devices"] = [int(d) for d in devices]
+        self.name, self.trainers, self.device = node["name"], node["trainers"], node["device"]
+        self._core = _NodeCore(source.ringloader_dataset_json(),
+                               source.ringloader_pipeline_json(), options, node)
+
+    @property
+    def batches_per_trainer(self):
+        return self._core.batches_per_trainer()
+
+    def start(self):
+        """Serves on a background thread (returns at once)."""
+        self._core.start()
+        return self
+
+    def serve(self):
+        """Serves until every epoch is served or ``stop()``; Ctrl-C stops
+        it. Raises what ended serving (a bad sample with on_error="raise")."""
+        if not self._core.serving():
+            self._core.start()
+        try:
+            while self._core.serving():
+                time.sleep(0.1)
+        except BaseException:
+            self._core.stop()
+            self._core.join()
+            raise
+        self._core.join()
+
+    def stop(self):
+        """Makes serving end soon; trainers' next batch raises NodeError."""
+        self._core.stop()
+
+    def close(self):
+        """Stops serving and releases the workers, the lanes and the name."""
+        if self._core is not None:
+            self._core.stop()
+            self._core = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def stats(self):
+        """Batches put into lanes (in all and per lane), attaches, detaches,
+        reclaimed slots, the node's wait for lanes, and its Loader's stats."""
+        return self._core.stats()
+
+    def stats_text(self):
+        return self._core.stats_text()
+
+    def trainer_pids(self):
+        """The attached trainer's pid per lane (0: none)."""
+        return self._core.trainer_pids()
+
+
+class AttachedDataLoader(DataLoader):
+    """``ringloader.DataLoader(attach=name)``: a trainer's lane of a
+    NodeLoader. Iterates like a DataLoader (``len``, ``set_epoch``,
+    ``[data, target]`` batches, on the lane's GPU for a "cuda" node). The
+    lane is ``trainer`` (Default: ``$LOCAL_RANK``, else 0). Dataset,
+    sampler and workers belong to the node: ``batch_size``, when given,
+    must match the node's."""
+
+    def __init__(self, dataset=None, batch_size=None, *args, attach=None, trainer=None,
+                 connect_timeout=60.0, **kwargs):
+        self._core = _AttachedCore(str(attach), -1 if trainer is None else int(trainer),
+                                   float(connect_timeout))
+        if batch_size is not None and int(batch_size) != self._core.batch_size:
+            raise OptionError(f"ringloader: batch_size={batch_size}, but node "
+                              f"{attach!r} makes batches of {self._core.batch_size}")
+        self.dataset = dataset
+        self.batch_size = self._core.batch_size
+        self.drop_last = True  # every lane batch is full
+        self.num_workers = 0
+        self.attach = str(attach)
+        self.trainer = self._core.trainer
+        self.device = self._core.device
+        self.collate_fn = None
+
+    def __len__(self):
+        return len(self._core)
+
+    def set_epoch(self, epoch):
+        """The epoch the next iteration serves (forward only: the node
+        decodes in order); without a call each iteration follows the last."""
+        self._core.set_epoch(int(epoch))
+
+    def __iter__(self):
+        self._core.begin_epoch()
+        core = self._core
+        while True:
+            batch = core.next()
+            if batch is None:
+                return
+            yield [batch[0], batch[1]]
+
+    def state_dict(self):
+        raise OptionError("ringloader: an attached loader's position belongs to its "
+                          "node; restart the node with first_epoch to resume")
+
+    def stats(self):
+        return {"trainer": self.trainer, "device": self.device}
+

@@ -1,0 +1,208 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The node loader across processes (issue 17, part 2): trainer processes
+attach by name and split each epoch byte for byte as a plain DataLoader over
+the node's order makes it; a killed trainer gives its lane back; a killed
+node makes the trainer's next batch raise NodeError at once. With a GPU the
+same runs on CUDA IPC lanes, with slow consumers and two slots a lane."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+import torchvision.transforms as T
+
+import ringloader
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _name(what):
+    return f"pytest-{what}-{os.getpid()}"
+
+
+def _dataset(folder):
+    transform = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip(), T.ToTensor()])
+    return ringloader.datasets.ImageFolder(folder, transform)
+
+
+def _python(code, **env):
+    """A Python process with this test's ringloader on its path."""
+    environment = dict(os.environ, PYTHONUNBUFFERED="1",
+                       **{k: str(v) for k, v in env.items()})
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+TRAINER = """
+    import json, sys, torch, ringloader
+    loader = ringloader.DataLoader(attach="{name}")
+    out = []
+    for epoch in range({epochs}):
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            {consume}
+            out.append([epoch, float(images.double().sum()), labels.tolist()])
+    print(json.dumps({{"device": loader.device, "batches": out}}))
+"""
+
+
+def _reference(folder, order_of, epochs, batch_size):
+    """Per epoch, the batches a plain DataLoader makes over the node's order."""
+    expected = []
+    for epoch in range(epochs):
+        order = order_of(epoch)
+        loader = ringloader.DataLoader(_dataset(folder), batch_size=batch_size,
+                                       sampler=order, seed=7)
+        loader.set_epoch(epoch)
+        expected.append([(float(x.double().sum()), y.tolist()) for x, y in loader])
+    return expected
+
+
+def _node_order(size, trainers, batch_size, epoch, seed=7):
+    options = {"shuffle": True, "seed": seed, "batch_size": batch_size, "rank": 0,
+               "world_size": 1}
+    order = ringloader._ringloader.epoch_order(size, options, epoch)
+    round_ = trainers * batch_size
+    wanted = (size + round_ - 1) // round_ * round_
+    return [order[i % size] for i in range(wanted)]
+
+
+def _run_trainers(name, trainers, epochs, consume="pass"):
+    procs = [_python(TRAINER.format(name=name, epochs=epochs, consume=consume),
+                     LOCAL_RANK=rank) for rank in range(trainers)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    return results
+
+
+def _check_split(results, expected, trainers):
+    for epoch, batches in enumerate(expected):
+        for rank, result in enumerate(results):
+            got = [(s, labels) for e, s, labels in result["batches"] if e == epoch]
+            mine = batches[rank::trainers]
+            assert len(got) == len(mine), (epoch, rank)
+            for (s, labels), (want_sum, want_labels) in zip(got, mine):
+                assert labels == want_labels
+                assert s == pytest.approx(want_sum, rel=1e-6, abs=1e-3)
+
+
+@pytest.mark.parametrize("trainers", [1, 2])
+def test_trainer_processes_split_each_epoch_byte_for_byte(image_folder, trainers):
+    name = _name(f"split{trainers}")
+    with ringloader.NodeLoader(_dataset(image_folder), batch_size=4, shuffle=True,
+                               num_workers=2, trainers=trainers, name=name, seed=7,
+                               epochs=2, lane_slots=2) as node:
+        node.start()
+        results = _run_trainers(name, trainers, epochs=2)
+        stats = node.stats()
+    assert stats["attaches"] == trainers
+    assert all(r["device"] == "cpu" for r in results)
+    expected = _reference(image_folder, lambda e: _node_order(24, trainers, 4, e), 2, 4)
+    _check_split(results, expected, trainers)
+
+
+def test_a_killed_trainer_gives_its_lane_back(image_folder):
+    name = _name("killed-trainer")
+    with ringloader.NodeLoader(_dataset(image_folder), batch_size=2, num_workers=1,
+                               name=name, lane_slots=3) as node:
+        node.start()
+        holder = _python(f"""
+            import sys, time, ringloader
+            loader = ringloader.DataLoader(attach="{name}")
+            batches = iter(loader)
+            kept = [next(batches), next(batches)]   # two slots held
+            print("holding", flush=True)
+            time.sleep(60)
+        """)
+        assert holder.stdout.readline().strip() == "holding"
+        assert node.trainer_pids() == [holder.pid]
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        deadline = time.monotonic() + 10
+        while node.trainer_pids() != [0] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert node.trainer_pids() == [0]
+        assert node.stats()["reclaimed_slots"] == 2
+        # The next trainer goes on with the lane's next batch.
+        loader = ringloader.DataLoader(attach=name, trainer=0)
+        first = next(iter(loader))
+        assert first[0].shape == (2, 3, 24, 24)
+        assert len(loader) == 12
+
+
+def test_a_killed_node_fails_the_trainer_at_once(image_folder):
+    name = _name("killed-node")
+    node = _python(f"""
+        import torchvision.transforms as T, ringloader
+        data = ringloader.datasets.ImageFolder({image_folder!r}, T.Compose([T.CenterCrop(16), T.ToTensor()]))
+        node = ringloader.NodeLoader(data, batch_size=2, num_workers=1, trainers=2, name="{name}")
+        print("serving", flush=True)
+        node.serve()
+    """)
+    try:
+        assert node.stdout.readline().strip() == "serving"
+        loader = ringloader.DataLoader(attach=name, trainer=0, connect_timeout=30)
+        batches = iter(loader)
+        next(batches)
+        node.send_signal(signal.SIGKILL)
+        node.wait()
+        started = time.monotonic()
+        with pytest.raises(ringloader.NodeError, match="died") as raised:
+            for _ in batches:  # lane 1 has no trainer: lane 0 runs dry
+                pass
+        assert isinstance(raised.value, ConnectionError)
+        assert time.monotonic() - started < 5
+    finally:
+        node.kill()
+        node.wait()
+
+
+def test_no_node_and_wrong_batch_size_are_clear(image_folder):
+    with pytest.raises(ringloader.NodeError, match="no node loader"):
+        ringloader.DataLoader(attach=_name("absent"), connect_timeout=0.2)
+    name = _name("batch")
+    with ringloader.NodeLoader(_dataset(image_folder), batch_size=4, name=name):
+        with pytest.raises(ringloader.OptionError, match="batch_size=8"):
+            ringloader.DataLoader(attach=name, batch_size=8)
+        loader = ringloader.DataLoader(attach=name, batch_size=4)
+        assert isinstance(loader, ringloader.DataLoader)
+        assert isinstance(loader, torch.utils.data.DataLoader)
+
+
+def test_python_datasets_are_refused_by_the_node():
+    class Numbers(torch.utils.data.Dataset):
+        def __len__(self):
+            return 4
+
+        def __getitem__(self, i):
+            return torch.zeros(2), i
+
+    with pytest.raises(ringloader.OptionError, match="runs no Python workers"):
+        ringloader.NodeLoader(Numbers(), name=_name("python"))
+
+
+@gpu
+@pytest.mark.parametrize("trainers", [1, 2])
+def test_cuda_ipc_lanes_match_host_lanes_under_slow_consumers(image_folder, trainers):
+    """Two trainer processes on one GPU, each batch behind a long kernel:
+    a slot overwritten before its consumer ran would change the sums."""
+    name = _name(f"ipc{trainers}")
+    with ringloader.NodeLoader(_dataset(image_folder), batch_size=4, shuffle=True,
+                               num_workers=2, trainers=trainers, name=name, seed=7,
+                               epochs=3, lane_slots=2, device="cuda",
+                               devices=[0] * trainers) as node:
+        node.start()
+        results = _run_trainers(
+            name, trainers, epochs=3,
+            consume="torch.cuda._sleep(20_000_000); images = images * 1.0")
+    assert all(r["device"] == "cuda:0" for r in results)
+    expected = _reference(image_folder, lambda e: _node_order(24, trainers, 4, e), 3, 4)
+    _check_split(results, expected, trainers)

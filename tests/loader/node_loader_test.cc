@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The node loader with host lanes, node and trainers in one process (the
+// attach socket and the fences do not care): each lane's batches against a
+// plain Loader over the node's order, epochs, refusals, the lane given back
+// when the last batch dies, and a stopped node. Process deaths are tested
+// from Python (python/tests/test_node_loader.py).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "ringloader/ringloader.h"
+#include "test_data.h"
+
+namespace ringloader {
+namespace {
+
+using NodeTest = testing::FolderTest<3, 7>;  // 21 samples
+
+std::string unique_name(const std::string& what) {
+  return "test-" + what + "-" + std::to_string(getpid());
+}
+
+NodeOptions node_options(const std::string& name, int trainers) {
+  NodeOptions node;
+  node.name = name;
+  node.trainers = trainers;
+  node.lane_slots = 2;
+  return node;
+}
+
+AttachOptions lane(int trainer) {
+  AttachOptions options;
+  options.trainer = trainer;
+  options.connect_timeout_s = 10;
+  return options;
+}
+
+// The node's epoch order: one rank's order, wrapped to whole rounds.
+std::vector<int64_t> padded_order(int64_t size, const LoaderOptions& options, int trainers,
+                                  int64_t epoch) {
+  LoaderOptions one = options;
+  one.rank = 0;
+  one.world_size = 1;
+  std::vector<int64_t> order = epoch_order(size, one, epoch);
+  const int64_t round = options.batch_size * trainers;
+  const size_t wanted = static_cast<size_t>((size + round - 1) / round * round);
+  for (size_t i = order.size(); i < wanted; ++i) order.push_back(order[i % size]);
+  return order;
+}
+
+TEST_F(NodeTest, EachLaneGetsItsShareOfTheNodeOrderByteForByte) {
+  auto options = this->options(4, 2);
+  options.shuffle = true;
+  options.seed = 5;
+  Pipeline pipeline{RandomResizedCrop(16), RandomHorizontalFlip(), ToTensor()};
+  NodeOptions node = node_options(unique_name("bytes"), 2);
+  node.epochs = 2;
+  NodeLoader server(dataset_, pipeline, options, node);
+  EXPECT_EQ(server.batches_per_trainer(), 3);  // 21 -> 24 samples, 6 batches
+  server.start();
+
+  // The reference: a plain Loader over the same order (augmentation is
+  // keyed by (seed, epoch, sample), so the bytes must match).
+  auto reference_options = options;
+  reference_options.max_samples_per_epoch = 24;
+  Loader reference(dataset_, pipeline, reference_options);
+
+  AttachedLoader first(node.name, lane(0));
+  AttachedLoader second(node.name, lane(1));
+  EXPECT_EQ(first.batches_per_epoch(), 3);
+  EXPECT_EQ(first.device(), "cpu");
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    reference.set_epoch(epoch);
+    reference.set_order(padded_order(21, options, 2, epoch));
+    reference.begin_epoch();
+    first.begin_epoch();
+    second.begin_epoch();
+    int64_t global = 0;
+    while (std::optional<Batch> expected = reference.next()) {
+      AttachedLoader& trainer = global % 2 == 0 ? first : second;
+      std::optional<Batch> got = trainer.next();
+      ASSERT_TRUE(got.has_value()) << "epoch " << epoch << " batch " << global;
+      EXPECT_EQ(got->epoch, epoch);
+      EXPECT_EQ(got->index, global / 2);
+      EXPECT_EQ(got->sample_indices, expected->sample_indices);
+      EXPECT_TRUE(torch::equal(got->data, expected->data)) << "batch " << global;
+      EXPECT_TRUE(torch::equal(got->target, expected->target));
+      ++global;
+    }
+    EXPECT_EQ(global, 6);
+    EXPECT_FALSE(first.next().has_value());
+    EXPECT_FALSE(second.next().has_value());
+  }
+  server.join();  // two epochs served
+  NodeStats stats = server.stats();
+  EXPECT_EQ(stats.batches, 12);
+  EXPECT_EQ(stats.lane_batches, (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(stats.attaches, 2);
+}
+
+TEST_F(NodeTest, ANodeThatServedItsEpochsTellsTheTrainer) {
+  NodeOptions node = node_options(unique_name("served"), 1);
+  node.epochs = 1;
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(8, 1), node);
+  server.start();
+  AttachedLoader trainer(node.name, lane(0));
+  int batches = 0;
+  while (trainer.next()) ++batches;
+  EXPECT_EQ(batches, 3);
+  try {
+    trainer.next();  // epoch 1 was never served
+    FAIL() << "no error after the node's last epoch";
+  } catch (const NodeError& error) {
+    EXPECT_NE(std::string(error.what()).find("served its 1 epoch"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(NodeTest, AStoppedNodeFailsTheWaitingTrainerPromptly) {
+  NodeOptions node = node_options(unique_name("stop"), 2);
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node);
+  server.start();
+  AttachedLoader trainer(node.name, lane(0));
+  ASSERT_TRUE(trainer.next().has_value());
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    server.stop();
+  });
+  // Lane 1 has no trainer: the node blocks once its slots are full, so lane
+  // 0 runs dry and waits until the stop.
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_THROW(
+      {
+        while (trainer.next()) {
+        }
+      },
+      NodeError);
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+TEST_F(NodeTest, RefusalsNameTheReason) {
+  NodeOptions node = node_options(unique_name("refuse"), 1);
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node);
+  AttachedLoader holder(node.name, lane(0));
+  try {
+    AttachedLoader second(node.name, lane(0));
+    FAIL() << "two trainers on one lane";
+  } catch (const NodeError& error) {
+    EXPECT_NE(std::string(error.what()).find("attached by pid " + std::to_string(getpid())),
+              std::string::npos)
+        << error.what();
+  }
+  try {
+    AttachedLoader outside(node.name, lane(1));
+    FAIL() << "lane 1 of 1";
+  } catch (const NodeError& error) {
+    EXPECT_NE(std::string(error.what()).find("out of range"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(NodeLoader(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node), OptionError);
+}
+
+TEST_F(NodeTest, TheLaneIsGivenBackWhenTheLastBatchDies) {
+  NodeOptions node = node_options(unique_name("giveback"), 1);
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node);
+  server.start();
+  std::optional<Batch> kept;
+  {
+    AttachedLoader trainer(node.name, lane(0));
+    kept = trainer.next();
+    ASSERT_TRUE(kept.has_value());
+  }
+  auto wait_for = [&](int pid) {
+    for (int i = 0; i < 200 && server.trainer_pids()[0] != pid; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return server.trainer_pids()[0];
+  };
+  // The batch still aliases a slot: the lane stays ours, the slot unfreed.
+  EXPECT_EQ(wait_for(getpid()), getpid());
+  torch::Tensor copy = kept->data.clone();
+  EXPECT_TRUE(torch::equal(kept->data, copy));
+  kept.reset();
+  EXPECT_EQ(wait_for(0), 0);
+  EXPECT_EQ(server.stats().reclaimed_slots, 0);
+  // The next trainer goes on with the lane's next batch.
+  AttachedLoader next(node.name, lane(0));
+  std::optional<Batch> batch = next.next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->index, 1);
+}
+
+TEST_F(NodeTest, SetEpochSkipsForwardAndRefusesToGoBack) {
+  NodeOptions node = node_options(unique_name("epochs"), 1);
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(7, 1), node);
+  server.start();
+  AttachedLoader trainer(node.name, lane(0));
+  trainer.set_epoch(2);
+  std::optional<Batch> batch = trainer.next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(batch->epoch, 2);
+  EXPECT_EQ(batch->index, 0);
+  // A loop that breaks off: the next epoch starts at its own first batch.
+  trainer.begin_epoch();
+  batch = trainer.next();
+  EXPECT_EQ(batch->epoch, 3);
+  EXPECT_EQ(batch->index, 0);
+  trainer.set_epoch(1);
+  EXPECT_THROW(trainer.next(), OptionError);
+}
+
+TEST_F(NodeTest, KeptBatchesAreCopiedOutOfTheLane) {
+  NodeOptions node = node_options(unique_name("kept"), 1);
+  node.epochs = 1;
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8), ToTensor()}, options(2, 1), node);
+  server.start();
+  AttachedLoader trainer(node.name, lane(0));
+  std::vector<Batch> kept;  // 11 batches through 2 slots
+  while (std::optional<Batch> batch = trainer.next()) kept.push_back(std::move(*batch));
+  ASSERT_EQ(kept.size(), 11u);
+  Loader reference(dataset_, Pipeline{CenterCrop(8), ToTensor()}, [&] {
+    auto options = this->options(2, 0);
+    options.max_samples_per_epoch = 22;
+    return options;
+  }());
+  reference.set_order(padded_order(21, options(2, 1), 1, 0));
+  size_t i = 0;
+  for (Batch& expected : reference) {
+    EXPECT_TRUE(torch::equal(kept[i].data, expected.data)) << "batch " << i;
+    ++i;
+  }
+  EXPECT_EQ(i, 11u);
+}
+
+}  // namespace
+}  // namespace ringloader
