@@ -2,6 +2,17 @@
 #include "loader/node/lane_protocol.h"
 
 namespace ringloader::node {
+namespace {
+
+// Waits up to `timeout_ns` for `state` to hold `wanted`.
+bool wait_for(std::atomic<uint32_t>& state, uint32_t wanted, int64_t timeout_ns) {
+  uint32_t seen = state.load(std::memory_order_acquire);
+  if (seen == wanted) return true;
+  ring::futex_wait(state, seen, timeout_ns);
+  return state.load(std::memory_order_acquire) == wanted;
+}
+
+}  // namespace
 
 bool LaneProtocol::free_for(uint64_t lane_batch) const {
   // Acquire: the trainer's reads of the slot (and, with CUDA, its release
@@ -11,12 +22,8 @@ bool LaneProtocol::free_for(uint64_t lane_batch) const {
 }
 
 bool LaneProtocol::wait_free(uint64_t lane_batch, int64_t timeout_ns) const {
-  auto& state = slot_for(lane_batch).state;
-  const uint32_t wanted = lane_state(lane_batch, slot_count_, kLaneFree);
-  uint32_t seen = state.load(std::memory_order_acquire);
-  if (seen == wanted) return true;
-  ring::futex_wait(state, seen, timeout_ns);
-  return state.load(std::memory_order_acquire) == wanted;
+  return wait_for(slot_for(lane_batch).state, lane_state(lane_batch, slot_count_, kLaneFree),
+                  timeout_ns);
 }
 
 void LaneProtocol::publish(uint64_t lane_batch, uint32_t rows, int64_t epoch,
@@ -40,12 +47,8 @@ bool LaneProtocol::ready(uint64_t lane_batch) const {
 }
 
 bool LaneProtocol::wait_ready(uint64_t lane_batch, int64_t timeout_ns) const {
-  auto& state = slot_for(lane_batch).state;
-  const uint32_t wanted = lane_state(lane_batch, slot_count_, kLaneReady);
-  uint32_t seen = state.load(std::memory_order_acquire);
-  if (seen == wanted) return true;
-  ring::futex_wait(state, seen, timeout_ns);
-  return state.load(std::memory_order_acquire) == wanted;
+  return wait_for(slot_for(lane_batch).state, lane_state(lane_batch, slot_count_, kLaneReady),
+                  timeout_ns);
 }
 
 void LaneProtocol::lease(uint64_t lane_batch) const {

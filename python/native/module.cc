@@ -163,24 +163,6 @@ std::vector<MixPart> mix_parts(const std::vector<std::vector<int64_t>>& mix) {
   return parts;
 }
 
-py::object next_batch(Loader& loader) {
-  std::optional<Batch> batch;
-  {
-    // Waiting for a batch must not hold the GIL: other Python threads (and
-    // the garbage collector releasing old batches) have to run meanwhile.
-    // Between bounded waits the GIL is taken back to run signal handlers, so
-    // Ctrl-C raises KeyboardInterrupt now, not when the batch arrives; the
-    // loader keeps the awaited batch for a later next().
-    py::gil_scoped_release release;
-    batch = loader.next([] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
-  }
-  if (!batch) return py::none();
-  return batch_tuple(*batch);
-}
-
 py::object batch_tuple(const Batch& batch) {
   return py::make_tuple(to_python(batch.data), to_python(batch.target), batch.epoch,
                         batch.index, batch.sample_indices);
@@ -336,7 +318,7 @@ PYBIND11_MODULE(_ringloader, module) {
         py::gil_scoped_release release;
         loader.begin_epoch();
       })
-      .def("next", &next_batch)
+      .def("next", &next_batch_or_none<Loader>)
       .def("state_dict", [](const Loader& loader) { return state_to_dict(loader.state_dict()); })
       .def("load_state_dict", [](Loader& loader, const py::dict& state) {
         loader.load_state_dict(state_from_dict(state));

@@ -21,6 +21,26 @@ Pipeline pipeline_from_json(const std::string& text);
 LoaderOptions options_from_dict(const py::dict& values);
 py::dict stats_dict(const LoaderStats& stats);
 
+// source.next(check) as a Python batch tuple, or None at the epoch's end.
+// Waiting must not hold the GIL: other Python threads (and the garbage
+// collector releasing old batches) have to run meanwhile. Between bounded
+// waits the GIL is taken back to run signal handlers, so Ctrl-C raises
+// KeyboardInterrupt now, not when the batch arrives; the source keeps the
+// awaited batch for a later next().
+template <typename Source>
+py::object next_batch_or_none(Source& source) {
+  std::optional<Batch> batch;
+  {
+    py::gil_scoped_release release;
+    batch = source.next([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+  if (!batch) return py::none();
+  return batch_tuple(*batch);
+}
+
 // NodeLoader and AttachedLoader (node.cc).
 void register_node(py::module_& module);
 

@@ -37,20 +37,6 @@ py::dict node_stats_dict(const NodeStats& stats) {
   return out;
 }
 
-py::object next_attached(AttachedLoader& loader) {
-  std::optional<Batch> batch;
-  {
-    // As NativeLoader.next: no GIL while waiting, signals between waits.
-    py::gil_scoped_release release;
-    batch = loader.next([] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
-  }
-  if (!batch) return py::none();
-  return batch_tuple(*batch);
-}
-
 }  // namespace
 
 void register_node(py::module_& module) {
@@ -91,7 +77,7 @@ void register_node(py::module_& module) {
            py::arg("poll_interval_s") = 0.1)
       .def("set_epoch", &AttachedLoader::set_epoch)
       .def("begin_epoch", &AttachedLoader::begin_epoch)
-      .def("next", &next_attached)
+      .def("next", &next_batch_or_none<AttachedLoader>)
       .def("__len__", &AttachedLoader::batches_per_epoch)
       .def_property_readonly("batch_size", &AttachedLoader::batch_size)
       .def_property_readonly("trainer", &AttachedLoader::trainer)
