@@ -31,10 +31,12 @@
 // trainer's tensors alias them, no copy on its side). With "cuda" they are
 // device memory on the lane's GPU, exported by CUDA IPC handles: the node
 // copies each batch from its pinned ring on a copy stream and records an
-// event; the trainer's current stream waits on that event (no host sync),
-// and dropping the batch's last tensor records a release event that the
-// node's next copy into the slot waits on. Trainers never copy through
-// host memory and never decode.
+// event; the trainer's current stream waits on that event (no host sync).
+// Dropping the batch's last tensor records an event on the dropping
+// thread's current stream, and the slot goes back to the node once that
+// event is done (checked by the trainer's next()), so the node never
+// overwrites a slot that queued GPU work still reads. Trainers never copy
+// through host memory and never decode.
 //
 // Lockstep. The node produces in global order, so a lane whose trainer is
 // slow or absent holds back every lane once its slots are full (trainers of
@@ -172,9 +174,9 @@ struct RINGLOADER_EXPORT AttachOptions {
 //
 // Threads: like Loader, one thread at a time calls its methods; batches and
 // their tensors may be dropped on any thread. With "cuda", dropping the
-// last tensor records the release event on the dropping thread's current
+// last tensor records a release fence on the dropping thread's current
 // stream, so work enqueued there before (reads of the batch) finishes
-// before the node overwrites the slot.
+// before the node overwrites the slot; next() hands fenced slots back.
 //
 // Ownership: the lane is held until the AttachedLoader is destroyed; host
 // batches outlive it (their mapping is shared).

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CUDA IPC lanes: each lane's slots are one device allocation on its GPU,
-// exported by cudaIpcGetMemHandle; each slot has two interprocess events.
+// exported by cudaIpcGetMemHandle; each slot has an interprocess event.
 //
-//   node, copy stream:     wait released(s)  H2D(host batch -> slot s)  record copied(s)
-//   trainer, its stream:   wait copied(s)    ... kernels reading s ...   record released(s)
+//   node, copy stream:     H2D(host batch -> slot s)  record copied(s)  READY
+//   trainer, its stream:   wait copied(s)  ... kernels reading s ...
+//   last tensor dies:      record a local event on the dropping thread's
+//                          stream; FREE once it is done (SlotReleaser)
 //
-// Both waits are GPU-side: neither process blocks its host thread on the
-// other's GPU work. The host-side fence (the slot's state word) orders the
-// records: the trainer records released(s) before it stores FREE, and the
-// node waits on released(s) only after it loads FREE.
+// The trainer's wait is GPU-side. Its release waits on its own side: an
+// interprocess event whose last recorder was destroyed (a trainer that
+// exited or died) may never complete, so the node never waits on an event
+// a trainer recorded; by the time the node sees FREE, the trainer's reads
+// of the slot are done.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -57,9 +60,7 @@ class CudaNodeLanes : public NodeLanes {
 
  private:
   struct Slot {
-    cudaEvent_t copied = nullptr;    // exported: the trainer waits on it
-    cudaEvent_t released = nullptr;  // exported: the trainer records it
-    bool filled_once = false;
+    cudaEvent_t copied = nullptr;  // exported: the trainer waits on it
   };
   struct Lane {
     int device = 0;
@@ -98,13 +99,10 @@ void CudaNodeLanes::open() {
     for (uint32_t s = 0; s < header_->lane_slots; ++s) {
       Slot& slot = lane.slots[s];
       slot.copied = interprocess_event();
-      slot.released = interprocess_event();
       cudaIpcEventHandle_t handle;
       static_assert(sizeof(handle) == kIpcHandleBytes);
       check(cudaIpcGetEventHandle(&handle, slot.copied), "exporting a copied event");
       std::memcpy(lane_slots(header_, i)[s].copied_event, &handle, sizeof(handle));
-      check(cudaIpcGetEventHandle(&handle, slot.released), "exporting a released event");
-      std::memcpy(lane_slots(header_, i)[s].released_event, &handle, sizeof(handle));
     }
   }
 }
@@ -113,11 +111,7 @@ void CudaNodeLanes::fill(uint32_t lane_index, uint32_t slot_index, Batch batch) 
   Lane& lane = lanes_.at(lane_index);
   Slot& slot = lane.slots.at(slot_index);
   DeviceGuard guard(lane.device);
-  // The trainer recorded `released` before it freed the slot; a slot never
-  // filled has no record to wait for.
-  if (slot.filled_once) {
-    check(cudaStreamWaitEvent(lane.stream, slot.released, 0), "waiting for a slot's release");
-  }
+  // The slot is FREE: the trainer's reads of it are done (see the top).
   torch::Tensor data = batch.data.contiguous();
   uint8_t* target = lane.memory + uint64_t{slot_index} * header_->slot_data_bytes;
   check(cudaMemcpyAsync(target, data.data_ptr(),
@@ -125,7 +119,6 @@ void CudaNodeLanes::fill(uint32_t lane_index, uint32_t slot_index, Batch batch) 
                         cudaMemcpyHostToDevice, lane.stream),
         "copying a batch into a lane slot");
   check(cudaEventRecord(slot.copied, lane.stream), "recording a copied event");
-  slot.filled_once = true;
   Copy copy{nullptr, lane.device, std::move(batch)};
   check(cudaEventCreateWithFlags(&copy.done, cudaEventDisableTiming), "creating an event");
   check(cudaEventRecord(copy.done, lane.stream), "recording a copy's end");
@@ -152,10 +145,7 @@ CudaNodeLanes::~CudaNodeLanes() {
   for (Lane& lane : lanes_) {
     DeviceGuard guard(lane.device);
     if (lane.stream) cudaStreamSynchronize(lane.stream);
-    for (Slot& slot : lane.slots) {
-      cudaEventDestroy(slot.copied);
-      cudaEventDestroy(slot.released);
-    }
+    for (Slot& slot : lane.slots) cudaEventDestroy(slot.copied);
     if (lane.stream) cudaStreamDestroy(lane.stream);
     cudaFree(lane.memory);
   }
@@ -177,7 +167,7 @@ class CudaTrainerLanes : public TrainerLanes {
   uint32_t lane_;
   int device_;
   uint8_t* memory_ = nullptr;
-  std::vector<cudaEvent_t> copied_, released_;
+  std::vector<cudaEvent_t> copied_;
 };
 
 CudaTrainerLanes::CudaTrainerLanes(NodeHeader* header, uint32_t lane)
@@ -201,9 +191,6 @@ void CudaTrainerLanes::open() {
     std::memcpy(&handle, lane_slots(header_, lane_)[s].copied_event, sizeof(handle));
     check(cudaIpcOpenEventHandle(&event, handle), "opening a copied event");
     copied_.push_back(event);
-    std::memcpy(&handle, lane_slots(header_, lane_)[s].released_event, sizeof(handle));
-    check(cudaIpcOpenEventHandle(&event, handle), "opening a released event");
-    released_.push_back(event);
   }
 }
 
@@ -215,15 +202,11 @@ torch::Tensor CudaTrainerLanes::wrap(uint32_t slot, const std::vector<int64_t>& 
   // its current stream, without a host wait.
   check(cudaStreamWaitEvent(cuda::current_stream(device_), copied_[slot], 0),
         "waiting for a lane slot's copy");
-  cudaEvent_t released = released_[slot];
   const int index = device_;
-  auto deleter = [released, index, release = std::move(release)](void*) {
-    {
-      DeviceGuard guard(index);
-      // Reads of the batch enqueued on the dropping thread's stream come
-      // first; the node's next copy into the slot waits on this record.
-      cudaEventRecord(released, cuda::current_stream(index));
-    }
+  auto deleter = [index, release = std::move(release)](void*) {
+    // The release fence is recorded on the lane's device, on the dropping
+    // thread's current stream there (attached_loader.cc).
+    DeviceGuard guard(index);
     release();
   };
   return torch::from_blob(memory_ + uint64_t{slot} * header_->slot_data_bytes, sizes, deleter,
@@ -234,7 +217,6 @@ CudaTrainerLanes::~CudaTrainerLanes() {
   if (!memory_) return;
   DeviceGuard guard(device_);
   for (cudaEvent_t event : copied_) cudaEventDestroy(event);
-  for (cudaEvent_t event : released_) cudaEventDestroy(event);
   cudaIpcCloseMemHandle(memory_);
 }
 

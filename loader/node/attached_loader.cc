@@ -14,6 +14,8 @@
 #include "loader/node/node_socket.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/held_batches.h"
+#include "loader/trainer/release_fence.h"
+#include "loader/trainer/slot_releaser.h"
 #include "ringloader/node_loader.h"
 
 namespace ringloader {
@@ -46,10 +48,16 @@ struct Attachment {
   ring::SharedRegion region;
   std::unique_ptr<node::LaneProtocol> protocol;
   std::unique_ptr<node::TrainerLanes> lanes;
+  // Hands slots back to the node; with CUDA lanes only once the GPU work
+  // that the dropping thread enqueued before the last tensor died is done.
+  std::unique_ptr<trainer::SlotReleaser> releaser;
 
   NodeHeader* header() const { return static_cast<NodeHeader*>(region.data()); }
   ~Attachment() {
-    lanes.reset();  // CUDA: closes the IPC mapping before the node sees us go
+    // Every slot handed back before the node sees us go: it would reclaim
+    // a still-leased slot under GPU work of ours that reads it.
+    if (releaser) releaser->flush_all();
+    lanes.reset();  // CUDA: closes the IPC mapping
     if (socket >= 0) close(socket);
   }
 };
@@ -96,6 +104,10 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
       std::make_unique<node::LaneProtocol>(*lane_header, slots, header->lane_slots);
   attachment->lanes = geometry.host_data ? node::make_host_trainer_lanes(header, lane)
                                          : node::make_cuda_trainer_lanes(header, lane);
+  node::LaneProtocol* protocol = attachment->protocol.get();
+  attachment->releaser = std::make_unique<trainer::SlotReleaser>(
+      [protocol](uint64_t lane_batch) { protocol->release(lane_batch); });
+  if (!geometry.host_data) attachment->releaser->set_fences(trainer::make_cuda_fence_source());
   return attachment;
 }
 
@@ -212,15 +224,18 @@ bool AttachedLoader::Impl::spill_holder(uint64_t lane_batch) {
   if ((state & node::kLanePhaseMask) != node::kLaneLeased || slot.lane_batch >= lane_batch) {
     return false;
   }
-  return held_.spill(slot.lane_batch);
+  // Dead already and queued behind its fence: wait for that fence instead.
+  return held_.spill(slot.lane_batch) || attachment_->releaser->flush_through(slot.lane_batch);
 }
 
 void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
                                       const std::function<void()>& check) {
   const node::LaneProtocol& protocol = *attachment_->protocol;
   const auto poll_ns = static_cast<int64_t>(std::min(options_.poll_interval_s, 0.02) * 1e9);
+  attachment_->releaser->poll();
   spill_holder(lane_batch);
   while (!protocol.wait_ready(lane_batch, poll_ns)) {
+    attachment_->releaser->poll();
     spill_holder(lane_batch);
     const NodeHeader* h = attachment_->header();
     if (h->state.load(std::memory_order_acquire) !=
@@ -279,7 +294,7 @@ Batch AttachedLoader::Impl::lease(uint64_t lane_batch) {
           ? std::vector<int64_t>{rows, shape_.channels, shape_.height, shape_.width}
           : std::vector<int64_t>{rows, shape_.height, shape_.width, shape_.channels};
   auto release = [attachment = attachment_, lane_batch] {
-    attachment->protocol->release(lane_batch);
+    attachment->releaser->release(lane_batch);
   };
   batch.data = attachment_->lanes->wrap(
       protocol.slot_index(lane_batch), sizes,

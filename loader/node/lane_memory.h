@@ -41,8 +41,8 @@ class TrainerLanes {
   virtual ~TrainerLanes() = default;
   // Trainer thread, for a slot just leased: `data` of the batch, aliasing
   // the slot. `release` runs once when the last tensor aliasing it dies
-  // (any thread), after the lane memory's own release step (CUDA: the
-  // release event recorded on that thread's current stream).
+  // (any thread); for CUDA lanes with the lane's device current, so a
+  // release fence it records lands on that device's current stream.
   virtual torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                              torch::ScalarType dtype, std::function<void()> release) = 0;
   // Where a target tensor goes: kCPU or the lane's CUDA device.

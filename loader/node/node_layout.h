@@ -24,7 +24,7 @@ namespace ringloader::node {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kNodeMagic = 0x45444f4e474e4952ULL;  // "RINGNODE"
-inline constexpr uint32_t kNodeLayoutVersion = 1;
+inline constexpr uint32_t kNodeLayoutVersion = 2;
 inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 inline constexpr size_t kNodeErrorBytes = 440;
 
@@ -102,17 +102,18 @@ struct alignas(kCacheLine) LaneSlot {
   int64_t epoch;
   int64_t index;                // batch index within the epoch, per lane
   char padding[kCacheLine - 32];
-  // cudaIpcEventHandle_t of the node's "copied" event (the trainer's stream
-  // waits on it) and of the "released" event (the trainer records it as
-  // its last tensor dies; the node's next copy into the slot waits on it).
+  // cudaIpcEventHandle_t of the node's "copied" event: recorded by the node
+  // after its copy into the slot, waited on by the trainer's stream. (The
+  // trainer's release is fenced on its own side, with an event of its own
+  // that it waits for before it stores FREE: an interprocess event whose
+  // last recorder died may never complete, so the node never waits on one
+  // a trainer recorded.)
   uint8_t copied_event[kIpcHandleBytes];
-  uint8_t released_event[kIpcHandleBytes];
 };
 static_assert(std::is_standard_layout_v<LaneSlot>);
-static_assert(sizeof(LaneSlot) == 192 && alignof(LaneSlot) == 64);
+static_assert(sizeof(LaneSlot) == 128 && alignof(LaneSlot) == 64);
 static_assert(offsetof(LaneSlot, lane_batch) == 8);
 static_assert(offsetof(LaneSlot, copied_event) == 64);
-static_assert(offsetof(LaneSlot, released_event) == 128);
 
 // Sizes and offsets of a region for these parameters.
 struct NodeGeometry {

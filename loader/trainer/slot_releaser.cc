@@ -76,6 +76,18 @@ bool SlotReleaser::flush_through(uint64_t batch_id) {
   return true;
 }
 
+void SlotReleaser::flush_all() {
+  std::deque<Pending> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    all.swap(pending_);
+  }
+  for (Pending& pending : all) {
+    pending.fence->wait();
+    hand_back_(pending.batch_id);
+  }
+}
+
 size_t SlotReleaser::deferred() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return pending_.size();

@@ -41,6 +41,9 @@ class SlotReleaser {
   // Trainer: if `batch_id` is queued, waits for its fence and those queued
   // before it, hands them all back and returns true; false otherwise.
   bool flush_through(uint64_t batch_id);
+  // Any thread, at teardown: waits for every queued fence and hands its
+  // slot back (a node lane must not be reclaimed under a live reader).
+  void flush_all();
   // Slots queued behind a fence.
   size_t deferred() const;
 

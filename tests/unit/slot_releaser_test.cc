@@ -132,5 +132,20 @@ TEST_F(Releaser, UnfencedScopeHandsBackAtOnce) {
   EXPECT_EQ(releaser.deferred(), 1u);
 }
 
+// A node lane's teardown (attached_loader.cc): every fenced slot is waited
+// for and handed back, so the node never reclaims one under a live reader.
+TEST_F(Releaser, FlushAllWaitsForEveryFenceAndHandsEverySlotBack) {
+  auto source = std::make_unique<Fences>();
+  Fences* fences = source.get();
+  releaser.set_fences(std::move(source));
+  for (uint64_t id : {4, 5, 6}) releaser.release(id);
+  releaser.poll();
+  EXPECT_TRUE(returned().empty());
+  releaser.flush_all();
+  EXPECT_EQ(returned(), (std::vector<uint64_t>{4, 5, 6}));
+  for (const auto& flag : fences->flags) EXPECT_TRUE(*flag);  // each waited for
+  EXPECT_EQ(releaser.deferred(), 0u);
+}
+
 }  // namespace
 }  // namespace ringloader::trainer
