@@ -83,7 +83,6 @@ node = ringloader.NodeLoader(data, batch_size=32, shuffle=True,
                              num_workers=int(workers) * int(trainers),
                              trainers=int(trainers), name=name, device=device,
                              epochs=int(epochs), seed=1)
-print("serving", flush=True)
 node.serve()
 """
 
@@ -143,10 +142,11 @@ def run_side(mode, args, round_index):
     started = time.perf_counter()
     node = None
     if mode == "node":
+        # Started with the trainers, as a launcher would: trainers that come
+        # first wait for the node's name (connect_timeout).
         node = subprocess.Popen([python, "-c", NODE, name, str(args.trainers),
                                  str(args.workers_per_trainer), str(args.epochs),
-                                 args.device, args.photos], stdout=subprocess.PIPE, text=True)
-        assert node.stdout.readline().strip() == "serving"
+                                 args.device, args.photos], stdout=subprocess.DEVNULL)
     trainers = [subprocess.Popen([python, "-c", TRAINER, mode, str(rank), str(args.trainers),
                                   str(args.workers_per_trainer), str(args.epochs),
                                   str(args.step_ms), args.device, name, args.photos],

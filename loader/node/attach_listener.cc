@@ -127,15 +127,22 @@ void AttachListener::attach(int socket) {
   reply.accepted = 1;
   reply.lane = lane;
   reply.node_pid = getpid();
+  // Counted before the pid shows: whoever sees the pid in trainer_pids()
+  // sees the attach in counts() too.
+  count_attach(+1);
   lanes_[lane].lane().trainer_pid.store(peer_pid(socket), std::memory_order_release);
   if (!send_message(socket, &reply, sizeof(reply), region_fd_)) {
     lanes_[lane].lane().trainer_pid.store(0, std::memory_order_release);
+    count_attach(-1);
     close(socket);
     return;
   }
   connections_[lane] = socket;
+}
+
+void AttachListener::count_attach(int change) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++counts_.attaches;
+  counts_.attaches += change;
 }
 
 void AttachListener::detach(size_t lane) {
@@ -145,6 +152,13 @@ void AttachListener::detach(size_t lane) {
   // The connection closes only once the trainer released everything or is
   // dead, so what it still holds is a dead trainer's.
   const int reclaimed = lanes_[lane].reclaim();
+  {
+    // Counted before the pid clears: whoever sees the lane free in
+    // trainer_pids() sees its reclaimed slots in counts() too.
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++counts_.detaches;
+    counts_.reclaimed_slots += reclaimed;
+  }
   lanes_[lane].lane().trainer_pid.store(0, std::memory_order_release);
   if (reclaimed > 0) {
     std::fprintf(stderr,
@@ -152,9 +166,6 @@ void AttachListener::detach(size_t lane) {
                  "reclaimed (its batches are lost to that lane)\n",
                  name_.c_str(), lane, pid, reclaimed);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  ++counts_.detaches;
-  counts_.reclaimed_slots += reclaimed;
 }
 
 }  // namespace ringloader::node

@@ -44,6 +44,7 @@ class AttachListener {
   void run();
   void accept_trainers();
   void attach(int socket);
+  void count_attach(int change);
   void detach(size_t lane);
   bool refuse(int socket, int lane, const std::string& why);
 

@@ -6,6 +6,10 @@
 namespace ringloader::node {
 
 int64_t batches_per_lane(int64_t dataset_size, const LoaderOptions& options, int lanes) {
+  if (options.batch_size < 1) {
+    throw OptionError("ringloader: batch_size must be >= 1, got " +
+                      std::to_string(options.batch_size));
+  }
   const int64_t round = options.batch_size * lanes;
   const int64_t rounds = options.drop_last ? dataset_size / round
                                            : (dataset_size + round - 1) / round;

@@ -3,6 +3,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -28,6 +29,10 @@ bool HeldBatches::spill(uint64_t batch_id) {
   if (!storage) return false;
   const size_t bytes = storage->nbytes();
   const c10::Device device = storage->device();
+  // A device batch is copied on its own device (the caller's current one
+  // may be another GPU).
+  c10::OptionalDeviceGuard on_device;
+  if (!device.is_cpu()) on_device.reset_device(device);
   at::DataPtr copy = device.is_cpu() ? c10::GetCPUAllocator()->allocate(bytes)
                                      : c10::GetAllocator(device.type())->allocate(bytes);
   if (bytes > 0 && device.is_cpu()) {

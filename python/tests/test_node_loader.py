@@ -177,6 +177,13 @@ def test_no_node_and_wrong_batch_size_are_clear(image_folder):
         assert isinstance(loader, torch.utils.data.DataLoader)
 
 
+def test_a_cuda_node_without_a_gpu_is_refused_clearly(image_folder):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ringloader.OptionError, match="GPU|CUDA"):
+        ringloader.NodeLoader(_dataset(image_folder), name=_name("nogpu"), device="cuda")
+
+
 def test_python_datasets_are_refused_by_the_node():
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):

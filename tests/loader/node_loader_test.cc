@@ -162,6 +162,15 @@ TEST_F(NodeTest, RefusalsNameTheReason) {
     EXPECT_NE(std::string(error.what()).find("out of range"), std::string::npos) << error.what();
   }
   EXPECT_THROW(NodeLoader(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node), OptionError);
+  node.name = unique_name("refuse-options");
+  EXPECT_THROW(NodeLoader(dataset_, Pipeline{CenterCrop(8)}, options(0, 1), node), OptionError);
+  auto drop = options(8, 1);
+  drop.drop_last = true;
+  node.trainers = 3;  // 21 samples < 3 trainers x 8
+  EXPECT_THROW(NodeLoader(dataset_, Pipeline{CenterCrop(8)}, drop, node), OptionError);
+  node.trainers = 1;
+  node.device = "tpu";
+  EXPECT_THROW(NodeLoader(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node), OptionError);
 }
 
 TEST_F(NodeTest, TheLaneIsGivenBackWhenTheLastBatchDies) {
