@@ -48,6 +48,10 @@
 
 namespace ringloader {
 
+namespace internal {
+struct LoaderAccess;  // the library's own components (loader/trainer/loader_access.h)
+}  // namespace internal
+
 // What next() does when the slot it needs is held by a batch still alive.
 enum class HeldBatches {
   kSpill,  // copy the held batch out of the ring (see above) and go on
@@ -394,6 +398,7 @@ class RINGLOADER_EXPORT Loader {
   class Impl;
 
  private:
+  friend struct internal::LoaderAccess;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -27,8 +27,11 @@
 // an epoch apart from the padding, and a lane's batches do not depend on
 // num_workers or on when trainers attach.
 //
-// Memory. With device "cpu" a lane's slots are shared host memory (the
-// trainer's tensors alias them, no copy on its side). With "cuda" they are
+// Memory. With device "cpu" a batch stays in the node ring's slot that its
+// workers decoded it into: the trainer maps the ring and its tensors alias
+// that slot, so neither side copies it. The node's ring therefore has
+// trainers x lane_slots slots on top of LoaderOptions::ring_slots (or the
+// automatic count), and LoaderStats::ring_slots says so. With "cuda" they are
 // device memory on the lane's GPU, exported by CUDA IPC handles: the node
 // copies each batch from its pinned ring on a copy stream and records an
 // event; the trainer's current stream waits on that event (no host sync).

@@ -15,9 +15,13 @@
 
 namespace ringloader::node {
 
-AttachListener::AttachListener(const std::string& name, int listen_fd, int region_fd,
-                               std::vector<LaneProtocol> lanes)
-    : name_(name), listen_fd_(listen_fd), region_fd_(region_fd), lanes_(std::move(lanes)), connections_(lanes_.size(), -1) {
+AttachListener::AttachListener(const std::string& name, int listen_fd,
+                               std::vector<int> shared_fds, std::vector<LaneProtocol> lanes)
+    : name_(name),
+      listen_fd_(listen_fd),
+      shared_fds_(std::move(shared_fds)),
+      lanes_(std::move(lanes)),
+      connections_(lanes_.size(), -1) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
     close(listen_fd_);
@@ -96,9 +100,10 @@ bool AttachListener::refuse(int socket, int lane, const std::string& why) {
 
 void AttachListener::attach(int socket) {
   AttachRequest request{};
-  int unused_fd = -1;
-  if (!receive_message(socket, &request, sizeof(request), &unused_fd) ||
-      request.magic != kAttachMagic) {
+  std::vector<int> unexpected_fds;
+  const bool received = receive_message(socket, &request, sizeof(request), &unexpected_fds);
+  close_all(&unexpected_fds);
+  if (!received || request.magic != kAttachMagic) {
     close(socket);
     return;
   }
@@ -131,7 +136,7 @@ void AttachListener::attach(int socket) {
   // sees the attach in counts() too.
   count_attach(+1);
   lanes_[lane].lane().trainer_pid.store(peer_pid(socket), std::memory_order_release);
-  if (!send_message(socket, &reply, sizeof(reply), region_fd_)) {
+  if (!send_message(socket, &reply, sizeof(reply), shared_fds_)) {
     lanes_[lane].lane().trainer_pid.store(0, std::memory_order_release);
     count_attach(-1);
     close(socket);

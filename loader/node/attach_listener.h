@@ -27,9 +27,10 @@ struct AttachCounts {
 class AttachListener {
  public:
   // Takes `listen_fd` (node_socket.h's listen_on(name)) and starts the
-  // thread. `region_fd` is sent to each trainer; `lanes` are the lanes'
+  // thread. `shared_fds` (the region's memfd, then for host lanes the
+  // ring's) are sent to each trainer, not owned; `lanes` are the lanes'
   // protocols.
-  AttachListener(const std::string& name, int listen_fd, int region_fd,
+  AttachListener(const std::string& name, int listen_fd, std::vector<int> shared_fds,
                  std::vector<LaneProtocol> lanes);
   // Stops the thread and closes every connection (trainers see the node go).
   ~AttachListener();
@@ -51,7 +52,7 @@ class AttachListener {
   std::string name_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stop
-  int region_fd_;
+  std::vector<int> shared_fds_;
   std::vector<LaneProtocol> lanes_;
   std::vector<int> connections_;  // per lane, -1 when detached
   mutable std::mutex mutex_;      // counts_

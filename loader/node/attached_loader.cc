@@ -46,6 +46,7 @@ struct Attachment {
   int lane = 0;
   int node_pid = 0;
   ring::SharedRegion region;
+  ring::SharedRegion ring;  // host lanes: the node's ring, where batches live
   std::unique_ptr<node::LaneProtocol> protocol;
   std::unique_ptr<node::TrainerLanes> lanes;
   // Hands slots back to the node; with CUDA lanes only once the GPU work
@@ -62,6 +63,30 @@ struct Attachment {
   }
 };
 
+// Maps the region (fds[0]) and, for host lanes, the ring (fds[1]); takes
+// the descriptors.
+void map_shared(Attachment& attachment, std::vector<int>& fds) {
+  const std::string mixed = "ringloader: node \"" + attachment.name +
+                            "\" shares a region of another layout (mixed ringloader versions)";
+  attachment.region = ring::SharedRegion::attach(fds[0]);
+  fds[0] = -1;
+  const NodeHeader* header = attachment.header();
+  if (attachment.region.size() < sizeof(NodeHeader) || header->magic != node::kNodeMagic ||
+      header->layout_version != node::kNodeLayoutVersion ||
+      header->total_bytes != attachment.region.size()) {
+    node::close_all(&fds);
+    throw NodeError(mixed);
+  }
+  if (header->device != static_cast<uint32_t>(node::LaneDevice::kHost)) return;
+  if (fds.size() != 2) {
+    node::close_all(&fds);
+    throw NodeError(mixed);
+  }
+  attachment.ring = ring::SharedRegion::attach(fds[1]);
+  fds[1] = -1;
+  if (attachment.ring.size() != header->ring_bytes) throw NodeError(mixed);
+}
+
 std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
                                          double timeout_s) {
   auto attachment = std::make_shared<Attachment>();
@@ -70,28 +95,22 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
   attachment->socket = node::connect_to(name, timeout_s);
   node::AttachRequest request{node::kAttachMagic, node::kAttachVersion, lane, 0};
   node::AttachReply reply{};
-  int fd = -1;
+  std::vector<int> fds;
   if (!node::send_message(attachment->socket, &request, sizeof(request)) ||
-      !node::receive_message(attachment->socket, &reply, sizeof(reply), &fd) ||
+      !node::receive_message(attachment->socket, &reply, sizeof(reply), &fds) ||
       reply.magic != node::kAttachMagic) {
     throw NodeError("ringloader: node \"" + name + "\" closed the connection while trainer " +
                     std::to_string(lane) + " attached");
   }
-  if (!reply.accepted || fd < 0) {
-    if (fd >= 0) close(fd);
+  if (!reply.accepted || fds.empty()) {
+    node::close_all(&fds);
     throw NodeError("ringloader: node \"" + name + "\" refused trainer " +
                     std::to_string(lane) + ": " +
                     std::string(reply.message, strnlen(reply.message, sizeof(reply.message))));
   }
   attachment->node_pid = reply.node_pid;
-  attachment->region = ring::SharedRegion::attach(fd);
+  map_shared(*attachment, fds);
   NodeHeader* header = attachment->header();
-  if (attachment->region.size() < sizeof(NodeHeader) || header->magic != node::kNodeMagic ||
-      header->layout_version != node::kNodeLayoutVersion ||
-      header->total_bytes != attachment->region.size()) {
-    throw NodeError("ringloader: node \"" + name +
-                    "\" shares a region of another layout (mixed ringloader versions)");
-  }
   node::NodeGeometry geometry{header->lane_count, header->lane_slots, header->batch_size,
                               header->data_bytes,
                               header->device == static_cast<uint32_t>(node::LaneDevice::kHost)};
@@ -102,12 +121,16 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
                 uint64_t{static_cast<uint32_t>(lane)} * header->lane_slots;
   attachment->protocol =
       std::make_unique<node::LaneProtocol>(*lane_header, slots, header->lane_slots);
-  attachment->lanes = geometry.host_data ? node::make_host_trainer_lanes(header, lane)
-                                         : node::make_cuda_trainer_lanes(header, lane);
+  attachment->lanes =
+      geometry.host_lanes
+          ? node::make_host_trainer_lanes(*attachment->protocol,
+                                          static_cast<uint8_t*>(attachment->ring.data()),
+                                          attachment->ring.size())
+          : node::make_cuda_trainer_lanes(header, lane);
   node::LaneProtocol* protocol = attachment->protocol.get();
   attachment->releaser = std::make_unique<trainer::SlotReleaser>(
       [protocol](uint64_t lane_batch) { protocol->release(lane_batch); });
-  if (!geometry.host_data) attachment->releaser->set_fences(trainer::make_cuda_fence_source());
+  if (!geometry.host_lanes) attachment->releaser->set_fences(trainer::make_cuda_fence_source());
   return attachment;
 }
 

@@ -1,64 +1,94 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Host lanes: slot data is the node region's own pages, so a trainer's
-// tensor aliases the page the node wrote (one copy on the node, none on
-// the trainer).
-#include <cstring>
-
+// Host lanes: a batch stays in the node ring's slot its workers decoded it
+// into. The node keeps the Batch (its ring lease) while the lane slot is
+// READY or LEASED and publishes where the data is; the trainer maps the
+// ring's memfd and wraps that page range. No copy on either side.
+//
+//   node:    ring batch -> held[lane][slot], LaneSlot::ring_offset -> READY
+//   trainer: READY -> tensor over ring + ring_offset -> ... -> FREE
+//   node:    slot FREE -> drop held batch -> its ring slot goes to the workers
 #include <torch/torch.h>
 
 #include "loader/node/lane_memory.h"
+#include "ringloader/errors.h"
 
 namespace ringloader::node {
 namespace {
 
-uint8_t* slot_data(NodeHeader* header, uint32_t lane, uint32_t slot) {
-  auto* base = reinterpret_cast<uint8_t*>(header);
-  const uint64_t index = uint64_t{lane} * header->lane_slots + slot;
-  return base + header->data_offset + index * header->slot_data_bytes;
-}
-
 class HostNodeLanes : public NodeLanes {
  public:
-  explicit HostNodeLanes(NodeHeader* header) : header_(header) {}
+  HostNodeLanes(std::vector<LaneProtocol> lanes, const uint8_t* ring, size_t ring_bytes)
+      : lanes_(std::move(lanes)), ring_(ring), ring_bytes_(ring_bytes) {
+    for (const LaneProtocol& lane : lanes_) held_.emplace_back(lane.slot_count());
+  }
   void open() override {}
   void fill(uint32_t lane, uint32_t slot, Batch batch) override {
-    const torch::Tensor data = batch.data.contiguous();
-    const size_t bytes = static_cast<size_t>(data.nbytes());
-    std::memcpy(slot_data(header_, lane, slot), data.data_ptr(),
-                std::min<size_t>(bytes, header_->data_bytes));
+    const auto* data = static_cast<const uint8_t*>(batch.data.data_ptr());
+    const auto bytes = static_cast<size_t>(batch.data.nbytes());
+    // The node's Loader never spills (LoaderAccess::wait_for_held_slots), so
+    // a host batch always aliases its ring slot.
+    if (!batch.data.is_contiguous() || data < ring_ || data + bytes > ring_ + ring_bytes_) {
+      throw Error("ringloader: node: a batch's data is not in the node's ring (internal error)");
+    }
+    lanes_[lane].slot_for(slot).ring_offset = static_cast<uint64_t>(data - ring_);
+    // The slot is FREE, so its previous batch is no one's any more.
+    held_[lane][slot] = std::move(batch);
   }
-  void reap() override {}
+  void reap() override {
+    for (size_t lane = 0; lane < lanes_.size(); ++lane) {
+      for (uint32_t slot = 0; slot < held_[lane].size(); ++slot) {
+        std::optional<Batch>& batch = held_[lane][slot];
+        if (batch && lanes_[lane].slot_free(slot)) batch.reset();
+      }
+    }
+  }
   size_t in_flight() const override { return 0; }
 
  private:
-  NodeHeader* header_;
+  std::vector<LaneProtocol> lanes_;
+  const uint8_t* ring_;
+  size_t ring_bytes_;
+  // The ring batch each lane slot publishes, kept until the slot is FREE.
+  std::vector<std::vector<std::optional<Batch>>> held_;
 };
 
 class HostTrainerLanes : public TrainerLanes {
  public:
-  HostTrainerLanes(NodeHeader* header, uint32_t lane) : header_(header), lane_(lane) {}
+  HostTrainerLanes(const LaneProtocol& lane, uint8_t* ring, size_t ring_bytes)
+      : lane_(lane), ring_(ring), ring_bytes_(ring_bytes) {}
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                      torch::ScalarType dtype, std::function<void()> release) override {
-    // `release` owns the mapping: a batch may outlive its AttachedLoader.
+    const uint64_t offset = lane_.slot_for(slot).ring_offset;
+    uint64_t bytes = c10::elementSize(dtype);
+    for (int64_t size : sizes) bytes *= static_cast<uint64_t>(size);
+    if (offset > ring_bytes_ || bytes > ring_bytes_ - offset) {
+      release();
+      throw NodeError("ringloader: node published a batch outside its ring (offset " +
+                      std::to_string(offset) + ", " + std::to_string(bytes) + " bytes, ring " +
+                      std::to_string(ring_bytes_) + " bytes)");
+    }
+    // `release` owns the mappings: a batch may outlive its AttachedLoader.
     auto deleter = [release = std::move(release)](void*) { release(); };
-    return torch::from_blob(slot_data(header_, lane_, slot), sizes, deleter,
-                            torch::TensorOptions().dtype(dtype));
+    return torch::from_blob(ring_ + offset, sizes, deleter, torch::TensorOptions().dtype(dtype));
   }
   torch::Device device() const override { return torch::kCPU; }
 
  private:
-  NodeHeader* header_;
-  uint32_t lane_;
+  LaneProtocol lane_;
+  uint8_t* ring_;
+  size_t ring_bytes_;
 };
 
 }  // namespace
 
-std::unique_ptr<NodeLanes> make_host_node_lanes(NodeHeader* header) {
-  return std::make_unique<HostNodeLanes>(header);
+std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<LaneProtocol> lanes,
+                                                const uint8_t* ring, size_t ring_bytes) {
+  return std::make_unique<HostNodeLanes>(std::move(lanes), ring, ring_bytes);
 }
 
-std::unique_ptr<TrainerLanes> make_host_trainer_lanes(NodeHeader* header, uint32_t lane) {
-  return std::make_unique<HostTrainerLanes>(header, lane);
+std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const LaneProtocol& lane, uint8_t* ring,
+                                                      size_t ring_bytes) {
+  return std::make_unique<HostTrainerLanes>(lane, ring, ring_bytes);
 }
 
 }  // namespace ringloader::node

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Where lane slots' data lives, on each side. Host lanes are the node
-// region's own pages (loader/node/host_lanes.cc); CUDA lanes are device
+// ring's slots (loader/node/host_lanes.cc); CUDA lanes are device
 // allocations shared by IPC handles (loader/cuda/ipc_lanes.cc, or the
 // refusal in loader/cuda/no_cuda.cc). No CUDA types here, so the node and
 // the attached loader compile without CUDA.
@@ -13,6 +13,7 @@
 
 #include <torch/types.h>
 
+#include "loader/node/lane_protocol.h"
 #include "loader/node/node_layout.h"
 #include "ringloader/loader.h"
 
@@ -29,7 +30,8 @@ class NodeLanes {
   // state is FREE for it. Returns once the slot may be published; the host
   // batch may be kept until its copy is done (see reap()).
   virtual void fill(uint32_t lane, uint32_t slot, Batch batch) = 0;
-  // Serve thread. Drops host batches whose copies are done.
+  // Serve thread. Drops host batches no longer needed: copied (CUDA) or
+  // whose lane slots are FREE again (host).
   virtual void reap() = 0;
   // Batches still being copied.
   virtual size_t in_flight() const = 0;
@@ -49,10 +51,15 @@ class TrainerLanes {
   virtual torch::Device device() const = 0;
 };
 
-// `header` starts the mapped region. The caller keeps the region (and the
-// TrainerLanes) alive while tensors alias them: `release` owns them.
-std::unique_ptr<NodeLanes> make_host_node_lanes(NodeHeader* header);
-std::unique_ptr<TrainerLanes> make_host_trainer_lanes(NodeHeader* header, uint32_t lane);
+// Host lanes over the node's ring (`ring`, `ring_bytes`: its mapping on
+// that side). The node keeps each published ring batch until its lane slot
+// is FREE again; the trainer's caller keeps the ring mapping (and the
+// TrainerLanes) alive while tensors alias it: `release` owns them.
+std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<LaneProtocol> lanes,
+                                                const uint8_t* ring, size_t ring_bytes);
+std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const LaneProtocol& lane, uint8_t* ring,
+                                                      size_t ring_bytes);
+// `header` starts the mapped region. As above for the caller.
 // CUDA IPC lanes (OptionError without CUDA or a GPU). Lanes' devices come
 // from their LaneHeaders; unless `explicit_devices`, lane i takes GPU
 // i % (visible GPUs). The node's host batches must be page-locked for the

@@ -21,6 +21,11 @@ bool LaneProtocol::free_for(uint64_t lane_batch) const {
          lane_state(lane_batch, slot_count_, kLaneFree);
 }
 
+bool LaneProtocol::slot_free(uint32_t index) const {
+  // Acquire: as free_for.
+  return (slots_[index].state.load(std::memory_order_acquire) & kLanePhaseMask) == kLaneFree;
+}
+
 bool LaneProtocol::wait_free(uint64_t lane_batch, int64_t timeout_ns) const {
   return wait_for(slot_for(lane_batch).state, lane_state(lane_batch, slot_count_, kLaneFree),
                   timeout_ns);

@@ -35,9 +35,13 @@ class LaneProtocol {
     return static_cast<uint32_t>(lane_batch % slot_count_);
   }
   LaneHeader& lane() const { return lane_; }
+  uint32_t slot_count() const { return slot_count_; }
 
   // Node. Whether batch n's slot is FREE for it (its data may be written).
   bool free_for(uint64_t lane_batch) const;
+  // Node. Whether slot `index` is FREE: its last batch was released or
+  // reclaimed, so the memory that batch's data lives in may be reused.
+  bool slot_free(uint32_t index) const;
   // Node. Waits up to `timeout_ns` for free_for(n); true when it is.
   bool wait_free(uint64_t lane_batch, int64_t timeout_ns) const;
   // Node. FREE(n) -> READY(n), after the slot's fields and data are written.

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What a node loader and its trainers share: one sealed memfd, sent to each
+// What a node loader and its trainers share: one memfd, sent to each
 // trainer over the attach socket (SCM_RIGHTS), laid out as
 //
 //   NodeHeader | LaneHeader[L] | LaneSlot[L * S] |
-//   targets [L * S][batch_size] int64 | sample indices [L * S][batch_size] int64 |
-//   host slot data [L * S] (page-aligned; only for device "cpu")
+//   targets [L * S][batch_size] int64 | sample indices [L * S][batch_size] int64
 //
-// L lanes (one per trainer), S slots per lane. With device "cuda" a lane's
-// slot data is one device allocation on the lane's GPU, exported by the
-// IPC handle in its LaneHeader. Parties: the node's serve thread (fills
+// L lanes (one per trainer), S slots per lane. A slot's batch data is not
+// in this region. With device "cpu" it stays where the node's workers
+// decoded it, in a slot of the node's ring: the ring's memfd goes to the
+// trainer with the region's, and LaneSlot::ring_offset says where the
+// batch is (zero copies on either side). With device "cuda" a lane's slot
+// data is one device allocation on the lane's GPU, exported by the IPC
+// handle in its LaneHeader. Parties: the node's serve thread (fills
 // slots), its attach thread (lanes' trainer_pid, reclaim) and each lane's
 // trainer process (leases and releases its lane's slots). Standard layout,
 // cache-line aligned, asserted: the trainer may be another build.
@@ -24,7 +27,7 @@ namespace ringloader::node {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kNodeMagic = 0x45444f4e474e4952ULL;  // "RINGNODE"
-inline constexpr uint32_t kNodeLayoutVersion = 2;
+inline constexpr uint32_t kNodeLayoutVersion = 3;
 inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 inline constexpr size_t kNodeErrorBytes = 440;
 
@@ -44,7 +47,7 @@ struct alignas(kCacheLine) NodeHeader {
   int64_t batches_per_epoch;    // per lane
   int64_t first_epoch;
   int64_t epochs;               // 0: endless
-  uint64_t slot_data_bytes;     // stride of one slot's data (page multiple)
+  uint64_t slot_data_bytes;     // CUDA: stride of one slot's data (page multiple)
   uint64_t data_bytes;          // one batch's data: batch_size * sample bytes
   int32_t channels, height, width;
   uint32_t dtype;               // ringloader::DType
@@ -52,7 +55,7 @@ struct alignas(kCacheLine) NodeHeader {
   int32_t node_pid;
   uint64_t targets_offset;      // from the region's start
   uint64_t indices_offset;
-  uint64_t data_offset;         // host slot data; 0 for device "cuda"
+  uint64_t ring_bytes;          // host lanes: the node ring memfd's size; 0 for CUDA
   uint64_t total_bytes;
   // Futex word: NodeState. Trainers wait on their slots, not on this.
   std::atomic<uint32_t> state;
@@ -101,7 +104,8 @@ struct alignas(kCacheLine) LaneSlot {
   uint64_t lane_batch;          // the lane's batch number it holds
   int64_t epoch;
   int64_t index;                // batch index within the epoch, per lane
-  char padding[kCacheLine - 32];
+  uint64_t ring_offset;         // host lanes: the batch data's offset in the ring memfd
+  char padding[kCacheLine - 40];
   // cudaIpcEventHandle_t of the node's "copied" event: recorded by the node
   // after its copy into the slot, waited on by the trainer's stream. (The
   // trainer's release is fenced on its own side, with an event of its own
@@ -113,6 +117,7 @@ struct alignas(kCacheLine) LaneSlot {
 static_assert(std::is_standard_layout_v<LaneSlot>);
 static_assert(sizeof(LaneSlot) == 128 && alignof(LaneSlot) == 64);
 static_assert(offsetof(LaneSlot, lane_batch) == 8);
+static_assert(offsetof(LaneSlot, ring_offset) == 32);
 static_assert(offsetof(LaneSlot, copied_event) == 64);
 
 // Sizes and offsets of a region for these parameters.
@@ -121,7 +126,7 @@ struct NodeGeometry {
   uint32_t slots = 0;
   int64_t batch_size = 0;
   uint64_t data_bytes = 0;
-  bool host_data = true;
+  bool host_lanes = true;  // LaneDevice::kHost
 
   uint64_t slot_data_bytes() const {
     return (data_bytes + kPageSize - 1) / kPageSize * kPageSize;
@@ -136,14 +141,8 @@ struct NodeGeometry {
   uint64_t indices_offset() const {
     return targets_offset() + uint64_t{lanes} * slots * batch_size * 8;
   }
-  uint64_t data_offset() const {
-    uint64_t end = indices_offset() + uint64_t{lanes} * slots * batch_size * 8;
-    return host_data ? (end + kPageSize - 1) / kPageSize * kPageSize : 0;
-  }
   uint64_t total_bytes() const {
-    uint64_t end = indices_offset() + uint64_t{lanes} * slots * batch_size * 8;
-    return host_data ? data_offset() + uint64_t{lanes} * slots * slot_data_bytes()
-                     : end;
+    return indices_offset() + uint64_t{lanes} * slots * batch_size * 8;
   }
 };
 

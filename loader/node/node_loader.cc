@@ -22,6 +22,8 @@
 #include "loader/node/node_socket.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"
+#include "loader/trainer/loader_access.h"
+#include "loader/trainer/ring_sizing.h"
 #include "ringloader/node_loader.h"
 
 namespace ringloader {
@@ -60,10 +62,30 @@ void check_node_options(const NodeOptions& node) {
 
 // The Loader's options: one rank of the whole node, orders set per epoch.
 LoaderOptions node_loader_options(LoaderOptions options, const NodeOptions& node,
-                                  int64_t dataset_size) {
+                                  int64_t dataset_size, const SampleShape& shape) {
   const int64_t per_epoch =
       node::batches_per_lane(dataset_size, options, node.trainers) * node.trainers *
       options.batch_size;
+  if (node.device == "cpu") {
+    // Host lanes hold their batches in ring slots: up to trainers x
+    // lane_slots of them, on top of the slots the workers decode ahead into.
+    // Why the serve thread then never waits for a held ring slot, whatever
+    // the trainers keep: ids run contiguously across epochs (the Loader
+    // waits for held slots, so it does not skip them), and epochs are whole
+    // rounds of `trainers` batches, so id b is lane b % trainers' batch. When
+    // the Loader needs the slot of id b, it last held id h = b - R with
+    // R > trainers x lane_slots; lane(h) has since been given its next
+    // lane_slots batches (all below b), and the last of those was put into
+    // h's lane slot only after that slot was FREE, which dropped h's ring
+    // batch (HostNodeLanes::fill). A trainer that keeps batches spills them
+    // on its side (AttachedLoader) to free its lane slots.
+    const uint64_t slot_bytes =
+        static_cast<uint64_t>(options.batch_size) * (shape.bytes() + 2 * sizeof(int64_t));
+    const int ahead = options.ring_slots > 0
+                          ? options.ring_slots
+                          : trainer::automatic_ring_slots(options, slot_bytes);
+    options.ring_slots = ahead + node.trainers * node.lane_slots;
+  }
   options.rank = 0;
   options.world_size = 1;
   options.drop_last = false;
@@ -92,14 +114,26 @@ class NodeLoader::Impl {
   }
 
   void build(Dataset dataset, Pipeline pipeline, int listen_fd) {
-    loader_ = std::make_unique<Loader>(std::move(dataset), std::move(pipeline),
-                                       node_loader_options(options_, node_, dataset_size_));
+    const SampleShape shape = pipeline.output_shape(
+        dataset.color_mode(), dataset.image_height(), dataset.image_width());
+    loader_ = std::make_unique<Loader>(
+        std::move(dataset), std::move(pipeline),
+        node_loader_options(options_, node_, dataset_size_, shape));
+    // Lanes hold ring batches that trainers read: never spill them.
+    internal::LoaderAccess::wait_for_held_slots(*loader_);
     create_region();
-    lanes_ = node_.device == "cuda" ? node::make_cuda_node_lanes(header(), !node_.devices.empty())
-                                    : node::make_host_node_lanes(header());
+    std::vector<int> shared_fds{region_.fd()};
+    if (node_.device == "cuda") {
+      lanes_ = node::make_cuda_node_lanes(header(), !node_.devices.empty());
+    } else {
+      lanes_ = node::make_host_node_lanes(protocols(),
+                                          internal::LoaderAccess::ring_base(*loader_),
+                                          internal::LoaderAccess::ring_bytes(*loader_));
+      shared_fds.push_back(internal::LoaderAccess::ring_fd(*loader_));
+    }
     lane_batches_.assign(node_.trainers, 0);
-    listener_ = std::make_unique<node::AttachListener>(node_.name, listen_fd, region_.fd(),
-                                                       protocols());
+    listener_ = std::make_unique<node::AttachListener>(node_.name, listen_fd,
+                                                       std::move(shared_fds), protocols());
   }
 
   ~Impl() {
@@ -188,7 +222,7 @@ node::NodeGeometry NodeLoader::Impl::geometry() const {
   geometry.slots = static_cast<uint32_t>(node_.lane_slots);
   geometry.batch_size = options_.batch_size;
   geometry.data_bytes = loader_->sample_shape().bytes() * options_.batch_size;
-  geometry.host_data = node_.device == "cpu";
+  geometry.host_lanes = node_.device == "cpu";
   return geometry;
 }
 
@@ -201,7 +235,7 @@ void NodeLoader::Impl::create_region() {
   h->layout_version = node::kNodeLayoutVersion;
   h->lane_count = layout.lanes;
   h->lane_slots = layout.slots;
-  h->device = static_cast<uint32_t>(layout.host_data ? node::LaneDevice::kHost
+  h->device = static_cast<uint32_t>(layout.host_lanes ? node::LaneDevice::kHost
                                                      : node::LaneDevice::kCuda);
   h->batch_size = options_.batch_size;
   h->batches_per_epoch = per_lane_;
@@ -217,7 +251,7 @@ void NodeLoader::Impl::create_region() {
   h->node_pid = getpid();
   h->targets_offset = layout.targets_offset();
   h->indices_offset = layout.indices_offset();
-  h->data_offset = layout.data_offset();
+  h->ring_bytes = layout.host_lanes ? internal::LoaderAccess::ring_bytes(*loader_) : 0;
   h->total_bytes = layout.total_bytes();
   auto* lanes = reinterpret_cast<node::LaneHeader*>(
       static_cast<uint8_t*>(region_.data()) + layout.lane_headers_offset());

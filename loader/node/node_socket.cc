@@ -95,20 +95,24 @@ int connect_to(const std::string& name, double timeout_s) {
   }
 }
 
-bool send_message(int socket, const void* data, size_t bytes, int fd) {
+bool send_message(int socket, const void* data, size_t bytes, const std::vector<int>& fds) {
+  if (fds.size() > kMaxPassedFds) {
+    errno = EINVAL;
+    return false;
+  }
   iovec part{const_cast<void*>(data), bytes};
   msghdr message{};
   message.msg_iov = &part;
   message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  if (!fds.empty()) {
     message.msg_control = control;
-    message.msg_controllen = sizeof(control);
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
     cmsghdr* header = CMSG_FIRSTHDR(&message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    header->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(header), fds.data(), sizeof(int) * fds.size());
   }
   ssize_t sent;
   do {
@@ -117,13 +121,13 @@ bool send_message(int socket, const void* data, size_t bytes, int fd) {
   return sent == static_cast<ssize_t>(bytes);
 }
 
-bool receive_message(int socket, void* data, size_t bytes, int* fd) {
-  *fd = -1;
+bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds) {
+  fds->clear();
   iovec part{data, bytes};
   msghdr message{};
   message.msg_iov = &part;
   message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
   message.msg_control = control;
   message.msg_controllen = sizeof(control);
   ssize_t got;
@@ -132,16 +136,25 @@ bool receive_message(int socket, void* data, size_t bytes, int* fd) {
   } while (got < 0 && errno == EINTR);
   for (cmsghdr* header = CMSG_FIRSTHDR(&message); header;
        header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
-      std::memcpy(fd, CMSG_DATA(header), sizeof(int));
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+      fds->push_back(fd);
     }
   }
-  if (got != static_cast<ssize_t>(bytes)) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
+  // A truncated control message (MSG_CTRUNC) lost descriptors: refuse it.
+  if (got != static_cast<ssize_t>(bytes) || (message.msg_flags & MSG_CTRUNC)) {
+    close_all(fds);
     return false;
   }
   return true;
+}
+
+void close_all(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
 }
 
 int peer_pid(int socket) {

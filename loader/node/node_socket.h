@@ -3,17 +3,19 @@
 // ("@ringloader/<name>": no file to clean up, gone with the node process),
 // one connection per attached trainer, held open for the trainer's life so
 // each side sees the other die (EOF / POLLHUP). The attach request names the
-// lane; the reply carries the node's region memfd by SCM_RIGHTS, and the
-// node learns the trainer's pid from SO_PEERCRED (not from what it says).
+// lane; the reply carries the node's region memfd (and, for host lanes, its
+// ring's) by SCM_RIGHTS, and the node learns the trainer's pid from
+// SO_PEERCRED (not from what it says).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ringloader::node {
 
 inline constexpr uint32_t kAttachMagic = 0x4e4c5241;  // "ARLN"
-inline constexpr uint32_t kAttachVersion = 1;
+inline constexpr uint32_t kAttachVersion = 2;
 inline constexpr size_t kReplyMessageBytes = 240;
 
 struct AttachRequest {
@@ -42,12 +44,17 @@ int listen_on(const std::string& name);
 // Connects to node `name`, retrying until `timeout_s`; throws NodeError.
 int connect_to(const std::string& name, double timeout_s);
 
-// One message of exactly `bytes`, with `fd` attached when >= 0.
+// Descriptors one message may carry: the node region's and the ring's.
+inline constexpr size_t kMaxPassedFds = 2;
+
+// One message of exactly `bytes`, with `fds` attached (SCM_RIGHTS).
 // False (errno set) when the peer is gone.
-bool send_message(int socket, const void* data, size_t bytes, int fd = -1);
-// Receives one message of exactly `bytes`; `fd` gets an attached descriptor
-// or -1. False when the peer closed or the message is short.
-bool receive_message(int socket, void* data, size_t bytes, int* fd);
+bool send_message(int socket, const void* data, size_t bytes, const std::vector<int>& fds = {});
+// Receives one message of exactly `bytes`; `fds` gets the attached
+// descriptors (close-on-exec), in order. False when the peer closed or the
+// message is short; nothing is left open then.
+bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds);
+void close_all(std::vector<int>* fds);
 
 // The connected peer's pid (SO_PEERCRED), or -1.
 int peer_pid(int socket);

@@ -55,6 +55,8 @@ class Ring {
   bool trainer_gone() const;
   int fd() const { return region_.fd(); }
   size_t bytes() const { return region_.size(); }
+  // The mapping's first byte: offsets into the memfd count from here.
+  const uint8_t* mapping() const { return base(); }
 
   RingHeader& header() const;
   ClaimControl& claims() const;

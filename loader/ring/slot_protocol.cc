@@ -138,8 +138,8 @@ uint64_t SlotProtocol::skip_leased_slots(uint64_t first) const {
 }
 
 uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
-                                    uint64_t sample_count,
-                                    uint64_t order_table) const {
+                                    uint64_t sample_count, uint64_t order_table,
+                                    PlanStart start) const {
   ClaimControl& claims = ring_.claims();
   uint64_t word = claims.claim.load(std::memory_order_acquire);
   uint64_t first = 0;
@@ -147,8 +147,8 @@ uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
     uint64_t tag = word >> kClaimTagShift;
     uint64_t claimed = word & kClaimCountMask;
     uint64_t next_tag = (tag + 1) & 0xffff;
-    first = skip_leased_slots(
-        ring_.plan(tag).first_batch.load(std::memory_order_relaxed) + claimed);
+    first = ring_.plan(tag).first_batch.load(std::memory_order_relaxed) + claimed;
+    if (start == PlanStart::kSkipLeased) first = skip_leased_slots(first);
     Plan& next = ring_.plan(next_tag);
     next.tag.store(next_tag, std::memory_order_relaxed);
     next.first_batch.store(first, std::memory_order_relaxed);

@@ -75,11 +75,13 @@ class SlotProtocol {
   // Trainer: batches of the current plan claimed so far end before this id.
   uint64_t claimed_end() const;
   // Trainer: closes the current plan and publishes the next epoch's, which
-  // starts after the last claimed id (skipping ahead past slots the caller
-  // still leases). Ids claimed but not consumed are cancelled. Returns the
-  // new plan's first batch id.
-  uint64_t publish_plan(uint64_t epoch, uint64_t batch_count,
-                        uint64_t sample_count, uint64_t order_table) const;
+  // starts after the last claimed id (with kSkipLeased, skipping ahead past
+  // slots the caller still leases; kContiguous keeps ids contiguous across
+  // epochs). Ids claimed but not consumed are cancelled. Returns the new
+  // plan's first batch id.
+  enum class PlanStart { kSkipLeased, kContiguous };
+  uint64_t publish_plan(uint64_t epoch, uint64_t batch_count, uint64_t sample_count,
+                        uint64_t order_table, PlanStart start = PlanStart::kSkipLeased) const;
 
   // --- filler side ---
   // Either. Waits until the slot of `batch_id` is FREE for it and takes it

@@ -270,10 +270,15 @@ void Loader::Impl::start_epoch() {
   }
   // publish_plan's release CAS makes the table visible to claimers, and
   // cancels whatever the previous epoch had claimed but we never took.
+  // A Loader that waits for held slots keeps ids contiguous: its owner (the
+  // node) sizes the ring so that, over one unbroken run of ids, no slot it
+  // needs is still held (node_loader.cc).
   first_batch_ = protocol_->publish_plan(
       static_cast<uint64_t>(epoch_),
       static_cast<uint64_t>(batch_count_ - epoch_offset_),
-      order_.size() - first_sample, table);
+      order_.size() - first_sample, table,
+      wait_for_held_slots_ ? ring::SlotProtocol::PlanStart::kContiguous
+                           : ring::SlotProtocol::PlanStart::kSkipLeased);
   if (recovery_) recovery_->forget_before(first_batch_);
   cursor_ = epoch_offset_;
   if (prefetcher_) prefetcher_->start(order_, first_sample);
@@ -415,6 +420,7 @@ void Loader::Impl::check_timeout(uint64_t wait_start_ns) const {
 void Loader::Impl::fill_in_process(uint64_t batch_id) {
   ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
   free_leased_slot(batch_id, slot.state.load(std::memory_order_acquire));
+  if (wait_for_held_slots_) wait_while_leased(slot);
   ring::Claim claim;
   if (!protocol_->try_claim(claim) || claim.batch_id != batch_id) {
     throw Error("ringloader: internal error: in-process claim out of order");

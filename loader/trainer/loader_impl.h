@@ -52,6 +52,9 @@ class Loader::Impl {
   const LoaderOptions& options() const { return options_; }
   LoaderStats stats() const;
   std::vector<int> worker_pids() const;
+  // internal::LoaderAccess (loader_access.h).
+  const ring::Ring& ring() const { return *ring_; }
+  void wait_for_held_slots() { wait_for_held_slots_ = true; }
 
  private:
   static LoaderOptions validate(LoaderOptions options);
@@ -75,6 +78,9 @@ class Loader::Impl {
   // leases it (its fence waited, or the batch spilled), else waits a little
   // and throws LeaseError.
   void free_leased_slot(uint64_t batch_id, uint32_t state);
+  // With wait_for_held_slots_: waits (calling wait_check_) until no live
+  // batch leases `slot`.
+  void wait_while_leased(ring::SlotControl& slot);
   // Pins the ring and fences releases, at the first iteration (CUDA is never
   // touched at construction).
   void start_cuda_once();
@@ -112,6 +118,8 @@ class Loader::Impl {
   std::deque<Batch> staged_;  // on the device, not yet handed out
   // Set only during next_checked(): wait_for() calls it between waits.
   const Loader::WaitCheck* wait_check_ = nullptr;
+  // A leased slot next() needs is waited for, never spilled (LoaderAccess).
+  bool wait_for_held_slots_ = false;
 
   // The epoch in progress.
   bool epoch_open_ = false;

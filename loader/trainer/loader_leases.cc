@@ -14,6 +14,8 @@ void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
   const uint64_t holder = protocol_->id_of_state(state, index);
   // Dead already, its slot held back only by GPU work still reading it.
   if (releaser_->flush_through(holder)) return;
+  // Its holder drops it on its own time; wait_for() keeps waiting.
+  if (wait_for_held_slots_) return;
   if (options_.held_batches == HeldBatches::kSpill && held_.spill(holder)) {
     releaser_->flush_through(holder);  // the spill's release may be fenced
     return;
@@ -33,6 +35,20 @@ void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
       ". Drop earlier batches' "
       "tensors (or clone what you keep), raise LoaderOptions::ring_slots, or "
       "let held batches spill.");
+}
+
+void Loader::Impl::wait_while_leased(ring::SlotControl& slot) {
+  const auto check_ns = static_cast<int64_t>(Loader::kWaitCheckInterval_s * 1e9);
+  const uint64_t start = ring::monotonic_ns();
+  for (uint32_t state = slot.state.load(std::memory_order_acquire);
+       ring::phase_of(state) == ring::kLeased;
+       state = slot.state.load(std::memory_order_acquire)) {
+    check_timeout(start);
+    // Nothing of the batch is claimed yet, so the check may throw.
+    if (wait_check_) (*wait_check_)();
+    releaser_->poll();
+    ring::futex_wait(slot.state, state, check_ns);
+  }
 }
 
 void Loader::Impl::start_cuda_once() {

@@ -222,6 +222,57 @@ TEST_F(NodeTest, SetEpochSkipsForwardAndRefusesToGoBack) {
   EXPECT_THROW(trainer.next(), OptionError);
 }
 
+TEST_F(NodeTest, HostLaneBatchesStayInTheNodeRingUntilReleased) {
+  // A small ring: the node's Loader wraps it every few batches while each
+  // lane holds a batch its trainer still reads. Those stay in their ring
+  // slots (zero-copy), untouched by the workers, never spilled.
+  auto options = this->options(2, 2);
+  options.ring_slots = 2;
+  options.shuffle = true;
+  options.seed = 3;
+  Pipeline pipeline{RandomResizedCrop(8), ToTensor()};
+  NodeOptions node = node_options(unique_name("ring"), 2);
+  node.epochs = 2;
+  NodeLoader server(dataset_, pipeline, options, node);
+  server.start();
+  auto reference_options = options;
+  reference_options.max_samples_per_epoch = 24;
+  Loader reference(dataset_, pipeline, reference_options);
+  AttachedLoader trainers[2] = {AttachedLoader(node.name, lane(0)),
+                                AttachedLoader(node.name, lane(1))};
+  std::optional<Batch> previous[2];
+  torch::Tensor previous_bytes[2];
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    reference.set_epoch(epoch);
+    reference.set_order(padded_order(21, options, 2, epoch));
+    reference.begin_epoch();
+    for (AttachedLoader& trainer : trainers) trainer.begin_epoch();
+    int64_t global = 0;
+    while (std::optional<Batch> expected = reference.next()) {
+      const int64_t which = global % 2;
+      std::optional<Batch> got = trainers[which].next();
+      ASSERT_TRUE(got.has_value()) << "epoch " << epoch << " batch " << global;
+      EXPECT_TRUE(torch::equal(got->data, expected->data)) << "batch " << global;
+      // The batch before it, still held, was not overwritten meanwhile.
+      if (previous[which]) {
+        EXPECT_TRUE(torch::equal(previous[which]->data, previous_bytes[which]))
+            << "epoch " << epoch << " batch " << global;
+      }
+      previous_bytes[which] = got->data.clone();
+      previous[which] = std::move(got);
+      ++global;
+    }
+    EXPECT_EQ(global, 12);  // 21 -> 24 samples
+  }
+  previous[0].reset();
+  previous[1].reset();
+  server.join();
+  const NodeStats stats = server.stats();
+  EXPECT_EQ(stats.loader.ring_slots, 2 + 2 * 2);  // decode-ahead + trainers x lane slots
+  EXPECT_EQ(stats.loader.spilled_batches, 0);
+  EXPECT_EQ(stats.batches, 24);
+}
+
 TEST_F(NodeTest, KeptBatchesAreCopiedOutOfTheLane) {
   NodeOptions node = node_options(unique_name("kept"), 1);
   node.epochs = 1;

@@ -108,6 +108,24 @@ TEST(LaneProtocol, ReclaimFreesABatchLeasedHalfway) {
   EXPECT_TRUE(protocol.ready(1));
 }
 
+// What host lanes use to drop the node's ring batch behind a slot.
+TEST(LaneProtocol, ASlotIsFreeOnlyOnceItsBatchIsReleasedOrReclaimed) {
+  Lane lane(2);
+  LaneProtocol protocol = lane.protocol();
+  EXPECT_TRUE(protocol.slot_free(0));
+  protocol.publish(0, 1, 0, 0);
+  protocol.publish(1, 1, 0, 1);
+  EXPECT_FALSE(protocol.slot_free(0));  // READY
+  protocol.lease(0);
+  protocol.lease(1);
+  EXPECT_FALSE(protocol.slot_free(0));  // LEASED
+  protocol.release(0);
+  EXPECT_TRUE(protocol.slot_free(0));
+  EXPECT_FALSE(protocol.slot_free(1));
+  EXPECT_EQ(protocol.reclaim(), 1);
+  EXPECT_TRUE(protocol.slot_free(1));
+}
+
 TEST(LaneProtocol, ReleasedSlotsAreNotReclaimed) {
   Lane lane(2);
   LaneProtocol protocol = lane.protocol();
@@ -158,25 +176,37 @@ TEST(NodeSocket, NoNodeIsAClearErrorAfterTheTimeout) {
   }
 }
 
-TEST(NodeSocket, MessagesCarryADescriptorAndThePeerIsKnown) {
+TEST(NodeSocket, MessagesCarryDescriptorsAndThePeerIsKnown) {
   int pair[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
   auto region = ring::SharedRegion::create("lane-test-fd", 4096);
+  auto ring = ring::SharedRegion::create("lane-test-ring", 8192);
   std::memcpy(region.data(), "fence", 6);
+  std::memcpy(ring.data(), "slots", 6);
   AttachRequest request{kAttachMagic, kAttachVersion, 3, 0};
-  ASSERT_TRUE(send_message(pair[0], &request, sizeof(request), region.fd()));
+  ASSERT_TRUE(send_message(pair[0], &request, sizeof(request), {region.fd(), ring.fd()}));
   AttachRequest got{};
-  int fd = -1;
-  ASSERT_TRUE(receive_message(pair[1], &got, sizeof(got), &fd));
+  std::vector<int> fds;
+  ASSERT_TRUE(receive_message(pair[1], &got, sizeof(got), &fds));
   EXPECT_EQ(got.lane, 3);
-  ASSERT_GE(fd, 0);
-  auto shared = ring::SharedRegion::attach(fd);  // the same pages
-  EXPECT_STREQ(static_cast<const char*>(shared.data()), "fence");
+  ASSERT_EQ(fds.size(), 2u);
+  auto shared_region = ring::SharedRegion::attach(fds[0]);  // the same pages, in order
+  auto shared_ring = ring::SharedRegion::attach(fds[1]);
+  EXPECT_STREQ(static_cast<const char*>(shared_region.data()), "fence");
+  EXPECT_STREQ(static_cast<const char*>(shared_ring.data()), "slots");
+  EXPECT_EQ(shared_ring.size(), 8192u);
+  // No descriptors is fine too; more than kMaxPassedFds is refused.
+  ASSERT_TRUE(send_message(pair[0], &request, sizeof(request)));
+  ASSERT_TRUE(receive_message(pair[1], &got, sizeof(got), &fds));
+  EXPECT_TRUE(fds.empty());
+  EXPECT_FALSE(send_message(pair[0], &request, sizeof(request),
+                            {region.fd(), ring.fd(), region.fd()}));
   EXPECT_EQ(peer_pid(pair[1]), getpid());
   EXPECT_FALSE(peer_gone(pair[1]));
   close(pair[0]);
   EXPECT_TRUE(peer_gone(pair[1]));
-  EXPECT_FALSE(receive_message(pair[1], &got, sizeof(got), &fd));
+  EXPECT_FALSE(receive_message(pair[1], &got, sizeof(got), &fds));
+  EXPECT_TRUE(fds.empty());
   close(pair[1]);
 }
 

@@ -121,6 +121,26 @@ TEST(SlotProtocol, NewPlanStartsAtTheLongestRunOfUnleasedSlots) {
   EXPECT_EQ(protocol.publish_plan(1, 4, 16, 1), 3u);
 }
 
+// A node loader's ring (node_loader.cc): ids must stay contiguous across
+// epochs even when the caller still leases the next id's slot.
+TEST(SlotProtocol, AContiguousPlanDoesNotSkipLeasedSlots) {
+  for (auto start : {SlotProtocol::PlanStart::kSkipLeased, SlotProtocol::PlanStart::kContiguous}) {
+    auto ring = Ring::create(small_geometry(4));
+    SlotProtocol protocol(*ring);
+    protocol.publish_plan(0, 4, 16, 0);
+    Claim claim;
+    for (uint64_t id = 0; id < 4; ++id) {
+      ASSERT_TRUE(protocol.try_claim(claim));
+      ASSERT_TRUE(protocol.acquire_for_fill(id, [] { return true; }));
+      protocol.publish(id, kReady);
+      protocol.lease(id);
+    }
+    for (uint64_t id : {1, 2, 3}) protocol.release(id);  // batch 0 (slot 0) still held
+    const uint64_t first = protocol.publish_plan(1, 4, 16, 1, start);
+    EXPECT_EQ(first, start == SlotProtocol::PlanStart::kContiguous ? 4u : 5u);
+  }
+}
+
 // Fillers write the batch id into every byte-group of their slot; the
 // consumer checks order and content while plans are abandoned at random.
 TEST(SlotProtocol, ConcurrentFillersDeliverEveryLiveBatchOnceInOrder) {

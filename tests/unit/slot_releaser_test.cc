@@ -41,6 +41,13 @@ struct Releaser : ::testing::Test {
     std::lock_guard<std::mutex> lock(mutex);
     return handed_back;
   }
+  // Fences the releaser from now on; the test drives them.
+  Fences* fence() {
+    auto source = std::make_unique<Fences>();
+    Fences* fences = source.get();
+    releaser.set_fences(std::move(source));
+    return fences;
+  }
   std::mutex mutex;
   std::vector<uint64_t> handed_back;
   SlotReleaser releaser;
@@ -53,9 +60,7 @@ TEST_F(Releaser, WithoutFencesSlotsReturnAtOnce) {
 }
 
 TEST_F(Releaser, SlotNotReturnedUntilItsFenceIsDone) {
-  auto source = std::make_unique<Fences>();
-  Fences* fences = source.get();
-  releaser.set_fences(std::move(source));
+  Fences* fences = fence();
   releaser.release(7);
   releaser.poll();
   EXPECT_TRUE(returned().empty());
@@ -67,9 +72,7 @@ TEST_F(Releaser, SlotNotReturnedUntilItsFenceIsDone) {
 }
 
 TEST_F(Releaser, OrderIsPreservedAndAnUndoneFenceHoldsLaterOnes) {
-  auto source = std::make_unique<Fences>();
-  Fences* fences = source.get();
-  releaser.set_fences(std::move(source));
+  Fences* fences = fence();
   for (uint64_t id : {4, 5, 6}) releaser.release(id);
   *fences->flags[1] = true;  // 5 done, 4 not: nothing yet
   *fences->flags[2] = true;
@@ -91,9 +94,7 @@ TEST_F(Releaser, FlushThroughWaitsForThatFenceAndTheOnesBefore) {
 }
 
 TEST_F(Releaser, ManyPendingFromManyThreads) {
-  auto source = std::make_unique<Fences>();
-  Fences* fences = source.get();
-  releaser.set_fences(std::move(source));
+  Fences* fences = fence();
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([this, t] {
@@ -135,9 +136,7 @@ TEST_F(Releaser, UnfencedScopeHandsBackAtOnce) {
 // A node lane's teardown (attached_loader.cc): every fenced slot is waited
 // for and handed back, so the node never reclaims one under a live reader.
 TEST_F(Releaser, FlushAllWaitsForEveryFenceAndHandsEverySlotBack) {
-  auto source = std::make_unique<Fences>();
-  Fences* fences = source.get();
-  releaser.set_fences(std::move(source));
+  Fences* fences = fence();
   for (uint64_t id : {4, 5, 6}) releaser.release(id);
   releaser.poll();
   EXPECT_TRUE(returned().empty());
