@@ -81,9 +81,13 @@ LoaderOptions node_loader_options(LoaderOptions options, const NodeOptions& node
     // on its side (AttachedLoader) to free its lane slots.
     const uint64_t slot_bytes =
         static_cast<uint64_t>(options.batch_size) * (shape.bytes() + 2 * sizeof(int64_t));
+    // Automatic: a slot per worker and two to spare. A trainer's own Loader
+    // keeps about twice that, to ride out its consumer's jitter; here the
+    // lanes' READY slots do.
     const int ahead = options.ring_slots > 0
                           ? options.ring_slots
-                          : trainer::automatic_ring_slots(options, slot_bytes);
+                          : std::min(trainer::automatic_ring_slots(options, slot_bytes),
+                                     trainer::worker_capacity(options) + 2);
     options.ring_slots = ahead + node.trainers * node.lane_slots;
   }
   options.rank = 0;

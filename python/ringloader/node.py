@@ -146,11 +146,16 @@ class AttachedDataLoader(DataLoader):
 
     def __init__(self, dataset=None, batch_size=None, *args, attach=None, trainer=None,
                  connect_timeout=60.0, **kwargs):
-        self._core = _AttachedCore(str(attach), -1 if trainer is None else int(trainer),
-                                   float(connect_timeout))
-        if batch_size is not None and int(batch_size) != self._core.batch_size:
+        core = _AttachedCore(str(attach), -1 if trainer is None else int(trainer),
+                             float(connect_timeout))
+        if batch_size is not None and int(batch_size) != core.batch_size:
+            node_batch_size = core.batch_size
+            # Detach now: the exception's traceback keeps this frame (and
+            # self) alive, and a held lane would refuse the corrected retry.
+            del core
             raise OptionError(f"ringloader: batch_size={batch_size}, but node "
-                              f"{attach!r} makes batches of {self._core.batch_size}")
+                              f"{attach!r} makes batches of {node_batch_size}")
+        self._core = core
         self.dataset = dataset
         self.batch_size = self._core.batch_size
         self.drop_last = True  # every lane batch is full

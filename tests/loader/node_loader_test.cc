@@ -203,6 +203,18 @@ TEST_F(NodeTest, TheLaneIsGivenBackWhenTheLastBatchDies) {
   EXPECT_EQ(batch->index, 1);
 }
 
+TEST_F(NodeTest, ATrainerThatLeftGetsItsLaneBackAtOnce) {
+  // The node may still be accepting when the next attach arrives, before it
+  // polled the last one's hang-up: the lane must not look taken.
+  NodeOptions node = node_options(unique_name("reattach"), 1);
+  NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(2, 1), node);
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    AttachedLoader trainer(node.name, lane(0));
+    EXPECT_EQ(trainer.trainer(), 0) << "attempt " << attempt;
+  }
+  EXPECT_EQ(server.stats().attaches, 50);
+}
+
 TEST_F(NodeTest, SetEpochSkipsForwardAndRefusesToGoBack) {
   NodeOptions node = node_options(unique_name("epochs"), 1);
   NodeLoader server(dataset_, Pipeline{CenterCrop(8)}, options(7, 1), node);
