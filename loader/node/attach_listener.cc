@@ -75,11 +75,6 @@ void AttachListener::run() {
   }
 }
 
-bool AttachListener::hung_up(int connection) {
-  pollfd watch{connection, POLLRDHUP, 0};
-  return poll(&watch, 1, 0) > 0 && (watch.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 void AttachListener::accept_trainers() {
   for (;;) {
     int socket = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
@@ -128,7 +123,7 @@ void AttachListener::attach(int socket) {
   // A trainer that left and attaches again at once (a refused attach
   // retried) may connect while this thread still accepts, before run()
   // polled its hang-up.
-  if (connections_[lane] >= 0 && hung_up(connections_[lane])) detach(static_cast<size_t>(lane));
+  if (connections_[lane] >= 0 && peer_gone(connections_[lane])) detach(static_cast<size_t>(lane));
   if (connections_[lane] >= 0) {
     const int holder = lanes_[lane].lane().trainer_pid.load(std::memory_order_acquire);
     refuse(socket, lane, "trainer " + std::to_string(lane) + " is attached by pid " +

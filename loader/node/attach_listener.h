@@ -44,7 +44,6 @@ class AttachListener {
  private:
   void run();
   void accept_trainers();
-  static bool hung_up(int connection);
   void attach(int socket);
   void count_attach(int change);
   void detach(size_t lane);
