@@ -186,12 +186,15 @@ void WorkerRecovery::replace(const Death& death, const std::string& what) {
 // batch, so an intent may name a batch the worker never got: the checks
 // below rule out every other owner before the batch is re-queued.
 WorkerRecovery::Redo WorkerRecovery::needs_redo(int dead_index, uint64_t batch_id) {
-  if (batch_id == ring::kNoBatch || protocol_.cancelled(batch_id)) return Redo::kNo;
-  if (batch_id >= protocol_.claimed_end()) return Redo::kNo;  // never claimed
-  if (protocol_.redo_queued(batch_id)) return Redo::kNo;
-  if (std::find(pending_redo_.begin(), pending_redo_.end(), batch_id) !=
-      pending_redo_.end()) {
-    return Redo::kNo;
+  if (batch_id == ring::kNoBatch) return Redo::kNo;
+  const bool cancelled = protocol_.cancelled(batch_id);
+  if (!cancelled) {
+    if (batch_id >= protocol_.claimed_end()) return Redo::kNo;  // never claimed
+    if (protocol_.redo_queued(batch_id)) return Redo::kNo;
+    if (std::find(pending_redo_.begin(), pending_redo_.end(), batch_id) !=
+        pending_redo_.end()) {
+      return Redo::kNo;
+    }
   }
   for (int index = 0; index < pool_.size(); ++index) {
     if (index == dead_index || pool_.pid(index) <= 0) continue;
@@ -205,6 +208,18 @@ WorkerRecovery::Redo WorkerRecovery::needs_redo(int dead_index, uint64_t batch_i
   const uint32_t slot_index = ring::slot_of(batch_id, slot_count);
   ring::SlotControl& slot = ring_.slot(slot_index);
   uint32_t state = slot.state.load(std::memory_order_acquire);
+  if (cancelled) {
+    // An abandoned epoch's batch is never re-done, but a slot its dead
+    // filler left FILLING would stay so (cancellation moves FREE, READY and
+    // FAILED slots only), and the slot's next live batch would never come.
+    uint32_t filling = ring::state_word(batch_id, slot_count, ring::kFilling);
+    if (slot.state.compare_exchange_strong(
+            filling, ring::state_word(batch_id, slot_count, ring::kFree),
+            std::memory_order_acq_rel, std::memory_order_acquire)) {
+      protocol_.advance_if_cancelled(slot_index);
+    }
+    return Redo::kNo;
+  }
   uint64_t id = protocol_.id_of_state(state, slot_index);
   if (id > batch_id) return Redo::kNo;  // produced and consumed already
   if (id < batch_id) return Redo::kYes;  // the slot still holds an older batch

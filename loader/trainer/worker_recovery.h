@@ -66,7 +66,8 @@ class WorkerRecovery {
   void handle(const Death& death);
   // Whether a dead worker's batch must be produced again: kIfNoLiveOwner
   // while a live worker names it too (re-checked by recheck_contested).
-  // Resets a FILLING slot of the dead worker to FREE when kYes.
+  // Resets a FILLING slot of the dead worker to FREE when kYes; moves one
+  // left FILLING for a cancelled batch on to the slot's next live batch.
   enum class Redo { kNo, kYes, kIfNoLiveOwner };
   Redo needs_redo(int dead_index, uint64_t batch_id);
   std::string redo_or_give_up(uint64_t batch_id, const std::string& what);

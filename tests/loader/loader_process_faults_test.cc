@@ -157,6 +157,46 @@ TEST_F(ProcessFaults, WorkerKilledPublishingAnAbandonedBatchLeavesNoParkedSlot) 
   EXPECT_GE(loader.stats().worker_restarts, 1);
 }
 
+// Issue 31 (the soak's stalls after a `break`): a worker killed (or hung
+// and killed) while it filled a batch of an abandoned epoch left that slot
+// FILLING for a cancelled id. Recovery re-does no cancelled batch, and
+// cancellation moves only FREE, READY and FAILED slots, so the slot stayed
+// FILLING and the new epoch's batch for it never came (timed out before the
+// fix).
+TEST_F(ProcessFaults, WorkerKilledFillingAnAbandonedBatchLeavesNoStuckSlot) {
+  const std::string marker = dir_ / "killed";
+  ASSERT_EQ(close(open(marker.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600)), 0);
+  ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
+                   ("endpoint.before_publish:" + marker).c_str(), 1), 0);
+  ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "500", 1), 0);
+  ExternalWorkers workers;
+  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.config = "8";
+  workers.dataset_size = 16;
+  workers.sample_bytes = 8;
+  auto opts = options(1);
+  opts.ring_slots = 2;
+  opts.timeout_s = 8;
+  Loader loader(workers, opts);
+  loader.begin_epoch();
+  // Batch 0 arrives after one delay; the worker is then 500 ms into batch 1.
+  // The marker goes (the fault is armed: batch 1's publish dies) and the
+  // epoch is abandoned, which cancels batch 1 in the middle of its fill.
+  ASSERT_TRUE(loader.next().has_value());
+  ASSERT_EQ(unlink(marker.c_str()), 0);
+  loader.begin_epoch();
+  unsetenv("RINGLOADER_TEST_WORKER_DELAY_MS");
+  unsetenv("RINGLOADER_FAULT_KILL_AT");
+  std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
+  struct stat info {};
+  ASSERT_EQ(stat(marker.c_str(), &info), 0) << "the fault point was never reached";
+  EXPECT_EQ(got.size(), 16u);
+  for (const auto& [index, bytes] : got) {
+    EXPECT_EQ(bytes, std::string(8, static_cast<char>(index % 251))) << "sample " << index;
+  }
+  EXPECT_GE(loader.stats().worker_restarts, 1);
+}
+
 std::string bytes_of(const torch::Tensor& tensor) {
   torch::Tensor flat = tensor.contiguous();
   return std::string(static_cast<const char*>(flat.data_ptr()), flat.nbytes());
