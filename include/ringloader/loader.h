@@ -395,6 +395,19 @@ class RINGLOADER_EXPORT Loader {
   // as next(); `check` is not kept after the call returns.
   std::optional<Batch> next(const WaitCheck& check);
 
+  // Trainer thread. Takes back `batch`, the one the last next() returned,
+  // as if it had not been handed out: the next next() returns it again and
+  // state_dict() does not count it. For bindings whose caller can be
+  // interrupted (a signal's exception, Ctrl-C) after next() took a batch but
+  // before the caller got it: the batch is neither lost nor skipped. At most
+  // one batch is held back (Error otherwise); a new epoch drops it.
+  void put_back(Batch batch);
+  // Trainer thread. Batches next() has returned over the Loader's life, less
+  // those put back. A binding that counts what reached its caller compares
+  // the two to tell that a batch was lost on the way (it then refuses to go
+  // on rather than skip it silently).
+  int64_t batches_handed_out() const;
+
   class Impl;
 
  private:

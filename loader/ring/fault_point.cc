@@ -15,24 +15,50 @@ namespace {
 
 std::atomic<Hook> g_hook{nullptr};
 
-// "<point>:<marker>" from the environment, read once per process.
-struct KillRequest {
+// "<point>:<marker>" or "<point>:<signal>:<marker>" from the environment,
+// read once per process.
+struct Request {
   std::string point;
   std::string marker;
+  int signal = SIGKILL;
 };
 
-const KillRequest& kill_request() {
-  static const KillRequest request = [] {
-    KillRequest out;
-    const char* text = std::getenv("RINGLOADER_FAULT_KILL_AT");
-    if (!text) return out;
-    const char* colon = std::strchr(text, ':');
-    if (!colon) return out;
-    out.point.assign(text, colon);
-    out.marker = colon + 1;
-    return out;
-  }();
+Request read_request(const char* variable, bool with_signal) {
+  Request out;
+  const char* text = std::getenv(variable);
+  if (!text) return out;
+  const char* colon = std::strchr(text, ':');
+  if (!colon) return out;
+  const char* rest = colon + 1;
+  if (with_signal) {
+    char* end = nullptr;
+    long number = std::strtol(rest, &end, 10);
+    if (end == rest || *end != ':' || number <= 0 || number >= NSIG) return out;
+    out.signal = static_cast<int>(number);
+    rest = end + 1;
+  }
+  out.point.assign(text, colon);
+  out.marker = rest;
+  return out;
+}
+
+const Request& kill_request() {
+  static const Request request = read_request("RINGLOADER_FAULT_KILL_AT", false);
   return request;
+}
+
+const Request& signal_request() {
+  static const Request request = read_request("RINGLOADER_FAULT_SIGNAL_AT", true);
+  return request;
+}
+
+// The first process to create the marker (O_EXCL) takes the fault.
+void take(const Request& request, const char* point) {
+  if (request.point.empty() || request.point != point) return;
+  int fd = open(request.marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return;  // another process took this fault already
+  close(fd);
+  raise(request.signal);
 }
 
 }  // namespace
@@ -50,12 +76,8 @@ bool compiled_in() {
 void reached(const char* point) {
 #ifdef RINGLOADER_FAULT_INJECTION
   if (Hook hook = g_hook.load(std::memory_order_acquire)) hook(point);
-  const KillRequest& request = kill_request();
-  if (request.point.empty() || request.point != point) return;
-  int fd = open(request.marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
-  if (fd < 0) return;  // another process took this fault already
-  close(fd);
-  raise(SIGKILL);
+  take(signal_request(), point);
+  take(kill_request(), point);
 #else
   (void)point;
 #endif

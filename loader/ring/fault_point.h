@@ -12,6 +12,9 @@
 //     the first process that reaches <point> and creates <marker file>
 //     (O_EXCL) kills itself with SIGKILL; every later one goes on, so a
 //     replacement worker is not killed again.
+//   RINGLOADER_FAULT_SIGNAL_AT=<point>:<signal number>:<marker file>
+//     the same, but raise()s that signal (to the calling thread): e.g. SIGINT
+//     in the trainer, a Ctrl-C that lands at exactly that point.
 #pragma once
 
 namespace ringloader::fault {

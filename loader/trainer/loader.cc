@@ -45,6 +45,10 @@ std::optional<Batch> Loader::next(const WaitCheck& check) {
   return impl_->next_checked(check);
 }
 
+void Loader::put_back(Batch batch) { impl_->put_back(std::move(batch)); }
+
+int64_t Loader::batches_handed_out() const { return impl_->batches_handed_out(); }
+
 Loader::Iterator::Iterator(Loader* loader) : loader_(loader) { ++*this; }
 
 Loader::Iterator& Loader::Iterator::operator++() {

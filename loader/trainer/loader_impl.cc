@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/batch_lease.h"
@@ -248,6 +249,7 @@ void Loader::Impl::start_epoch() {
   ring_->require_owner("start an epoch");  // a fork child would steer the parent's workers
   start_cuda_once();
   staged_.clear();  // device batches of an abandoned epoch
+  put_back_.reset();
   epoch_ = next_epoch_++;
   order_is_custom_ = pending_order_.has_value();
   elastic_.clear();
@@ -289,12 +291,22 @@ std::optional<Batch> Loader::Impl::next() {
   if (!epoch_open_) {
     throw Error("ringloader: next() before begin(): start an epoch first");
   }
+  if (put_back_) {
+    std::optional<Batch> batch = std::move(put_back_);
+    put_back_.reset();
+    ++handed_out_;
+    return batch;
+  }
   releaser_->poll();  // slots whose fences passed since the last batch
-  if (device_) return next_device();
-  std::optional<Batch> batch = next_host(true);
+  std::optional<Batch> batch = device_ ? next_device() : next_host(true);
+  if (!batch) return batch;
+  ++handed_out_;
+  // Taken from the ring, not yet with the caller: a signal landing here must
+  // not cost the batch (module.cc's next_of_loader).
+  RINGLOADER_FAULT_POINT("next.handed_out");
   // Only batches the caller gets can be spilled: the device stage's host
   // batches are read by copies in flight and end on their own.
-  if (batch) {
+  if (!device_) {
     held_.track(first_batch_ + static_cast<uint64_t>(batch->index - epoch_offset_),
                 batch->data);
   }

@@ -42,6 +42,9 @@ class Loader::Impl {
   std::optional<Batch> next();
   // next() that calls `check` between bounded waits (Loader::next(check)).
   std::optional<Batch> next_checked(const Loader::WaitCheck& check);
+  // Loader::put_back / batches_handed_out.
+  void put_back(Batch batch);
+  int64_t batches_handed_out() const { return handed_out_; }
 
   // Mid-epoch resume (loader_state.cc).
   LoaderState state_dict() const;
@@ -116,6 +119,9 @@ class Loader::Impl {
   trainer::HostPin pin_;
   std::unique_ptr<trainer::DeviceStage> device_;
   std::deque<Batch> staged_;  // on the device, not yet handed out
+  // Handed out, then taken back by put_back(): the next next() returns it.
+  std::optional<Batch> put_back_;
+  int64_t handed_out_ = 0;  // batches next() returned, less those put back
   // Set only during next_checked(): wait_for() calls it between waits.
   const Loader::WaitCheck* wait_check_ = nullptr;
   // A leased slot next() needs is waited for, never spilled (LoaderAccess).

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The Loader's side of leases: freeing a slot that a live batch still
-// holds when the trainer needs it (fence wait, spill, or LeaseError), and
-// the lazy CUDA start that pins the ring and fences releases.
+// holds when the trainer needs it (fence wait, spill, or LeaseError), a
+// batch handed back (put_back), and the lazy CUDA start that pins the ring
+// and fences releases.
 #include "loader/ring/futex.h"
 #include "loader/trainer/loader_impl.h"
 #include "loader/trainer/release_fence.h"
@@ -35,6 +36,17 @@ void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
       ". Drop earlier batches' "
       "tensors (or clone what you keep), raise LoaderOptions::ring_slots, or "
       "let held batches spill.");
+}
+
+// A batch handed out comes back unseen by the caller (a binding whose caller
+// was interrupted before it got it): next() returns it again first.
+void Loader::Impl::put_back(Batch batch) {
+  if (put_back_ || handed_out_ == 0 || !epoch_open_ || batch.epoch != epoch_) {
+    throw Error("ringloader: put_back() takes back only the batch the last next() "
+                "returned, once");
+  }
+  put_back_ = std::move(batch);
+  --handed_out_;
 }
 
 void Loader::Impl::wait_while_leased(ring::SlotControl& slot) {

@@ -111,8 +111,10 @@ LoaderState Loader::Impl::state_dict() const {
     return state;
   }
   state.epoch = epoch_;
-  // Staged device batches were taken from the ring but not handed out.
-  state.batches_consumed = cursor_ - static_cast<int64_t>(staged_.size());
+  // Staged device batches were taken from the ring but not handed out; a
+  // batch put back was handed out and taken back.
+  state.batches_consumed = cursor_ - static_cast<int64_t>(staged_.size()) -
+                           (put_back_ ? 1 : 0);
   state.batches_in_epoch = batch_count_;
   if (order_is_custom_) state.order = order_;
   state.order_hash = order_hash(order_);

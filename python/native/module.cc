@@ -168,6 +168,48 @@ py::object batch_tuple(const Batch& batch) {
                         batch.index, batch.sample_indices);
 }
 
+// next_batch_or_none for a Loader, closing the window after the wait: a
+// signal that arrives once the wait's last check has run (the batch is being
+// taken, or the GIL is being taken back) would be raised by Python as soon as
+// next() returns, dropping the batch with its tuple. It is raised here
+// instead, with the batch put back for the next call.
+py::object next_of_loader(Loader& loader) {
+  std::optional<Batch> batch;
+  {
+    py::gil_scoped_release release;
+    batch = loader.next([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+  if (!batch) return py::none();
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set pending;
+    try {
+      loader.put_back(std::move(*batch));
+    } catch (const Error&) {
+      // The handler started another epoch: this batch was cancelled anyway.
+    }
+    throw pending;
+  }
+  return batch_tuple(*batch);
+}
+
+// A batch tuple (batch_tuple's) back into the Batch it was made from.
+Batch batch_from_tuple(const py::tuple& raw) {
+  if (raw.size() != 5 || !THPVariable_Check(raw[0].ptr()) ||
+      !THPVariable_Check(raw[1].ptr())) {
+    throw OptionError("ringloader: put_back takes a batch tuple from next()");
+  }
+  Batch batch;
+  batch.data = THPVariable_Unpack(raw[0].ptr());
+  batch.target = THPVariable_Unpack(raw[1].ptr());
+  batch.epoch = raw[2].cast<int64_t>();
+  batch.index = raw[3].cast<int64_t>();
+  batch.sample_indices = raw[4].cast<std::vector<int64_t>>();
+  return batch;
+}
+
 PYBIND11_MODULE(_ringloader, module) {
   module.doc() = "ringloader native core (use the ringloader package)";
   // THPVariable_Wrap needs torch's Python types registered.
@@ -318,7 +360,11 @@ PYBIND11_MODULE(_ringloader, module) {
         py::gil_scoped_release release;
         loader.begin_epoch();
       })
-      .def("next", &next_batch_or_none<Loader>)
+      .def("next", &next_of_loader)
+      .def("put_back", [](Loader& loader, const py::tuple& raw) {
+        loader.put_back(batch_from_tuple(raw));
+      }, py::arg("batch"))
+      .def("batches_handed_out", &Loader::batches_handed_out)
       .def("state_dict", [](const Loader& loader) { return state_to_dict(loader.state_dict()); })
       .def("load_state_dict", [](Loader& loader, const py::dict& state) {
         loader.load_state_dict(state_from_dict(state));

@@ -8,10 +8,10 @@ from torch.utils import dlpack as _dlpack
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
-from . import (_batches, _collate, _device, _exceptions, _in_process, _native_datasets,
+from . import (_batches, _device, _in_process, _iterator, _native_datasets,
                _python_workers, _ringloader, _state, _stream)
 from ._distributed import ShardSampler, resolve_rank
-from ._ringloader import Error, OptionError, WorkerError
+from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
 
@@ -349,7 +349,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if self.persistent_workers and held is not None:
             held._restart(self._generation)
         else:
-            self._iterator = _Iterator(self, self._generation)
+            self._iterator = _iterator.Iterator(self, self._generation)
         self._iterator._done = ended  # an endless sampler that yielded nothing
         return self._iterator
 
@@ -420,70 +420,6 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def worker_pids(self):
         return self._native.worker_pids() if self._native else []
-
-
-class _Iterator:
-    def __init__(self, loader, generation):
-        self._loader = loader
-        self._native = loader._native
-        self._restart(generation)
-
-    def _restart(self, generation):
-        self._generation, self._done = generation, False
-        self._native = self._loader._native
-
-    def __iter__(self):
-        return self
-
-    def __len__(self):
-        return len(self._loader)
-
-    def __next__(self):
-        batch = self._next_on_host()
-        device = self._loader._to_device
-        return batch if device is None else _device.move_to(batch, device)
-
-    def _next_on_host(self):
-        if self._done:
-            raise StopIteration  # again and again, as torch's iterator
-        if self._generation != self._loader._generation:
-            raise Error("ringloader: this iterator's epoch was superseded by a later "
-                        "iter(loader) on the same loader (one ring serves one stream; "
-                        "torch's non-persistent workers would have gone on with it): "
-                        "keep one iterator per loader at a time")
-        try:
-            batch = self._native.next()
-        except WorkerError as error:
-            # A Python dataset's exception comes back with its own type.
-            raise _exceptions.from_worker(error) from None
-        if batch is None:
-            stream = self._loader._stream
-            if stream is not None and stream.start_next():
-                return self._next_on_host()  # the sampler's next chunk
-            self._done = True
-            self._loader._epoch_open = False
-            raise StopIteration
-        data = batch[0]  # shares the C++ storage: a spill moves it too
-        # A custom batch sampler's batch is padded to batch_size: keep its own.
-        lengths = self._loader._batch_lengths
-        length = None if lengths is None else lengths[batch[3]]
-        collate = self._loader.collate_fn
-        layout = self._loader._batch_structure
-        if layout is not None:
-            size, indices = self._loader.batch_size, batch[4][:length]
-            if collate is None or collate is default_collate:
-                return _collate.collate_batch(layout, data, size, indices,
-                                              f"batch {batch[3]} of epoch {batch[2]}")
-            return collate(_collate.samples(layout, data, size, len(indices)))
-        data = data[:length]
-        target = _collate.copy_if_small(batch[1][:length])
-        if self._loader._converted:  # a torchvision dataset: its own samples
-            return _native_datasets.finish_batch(data, target, collate,
-                                                 self._loader._target_transform)
-        if collate is None or collate is default_collate:
-            return [data, target]
-        # Documented fallback: a custom collate_fn sees per-sample views.
-        return collate([(data[i], target[i]) for i in range(data.shape[0])])
 
 
 def _sampler_len(sampler):

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The DataLoader's iterator over the native loader: hands out an epoch's
+batches, finished (cut, collated, moved), and keeps Ctrl-C from losing or
+skipping one.
+
+Ctrl-C (any signal handler's exception) and then going on with the same
+iterator loses nothing: during the wait, and while the batch is being taken,
+the native loader raises it with nothing taken (python/native/module.cc puts
+the batch back); while the batch is being finished here, the batch is put
+back too. One instant is left: between the native call's return and its
+result reaching this code, where Python raises the signal's exception and
+drops the result. That is noticed (the native loader counts what it handed
+out) and the iterator then raises on every later next() instead of skipping
+the batch silently. Once ``__next__`` has returned, the batch is the
+caller's, as any function's result."""
+from torch.utils.data._utils.collate import default_collate
+
+from . import _collate, _device, _exceptions, _native_datasets
+from ._ringloader import Error, WorkerError
+
+
+class Iterator:
+    def __init__(self, loader, generation):
+        self._loader = loader
+        self._native = loader._native
+        self._restart(generation)
+
+    def _restart(self, generation):
+        self._generation, self._done = generation, False
+        self._native = self._loader._native
+        # Ctrl-C bookkeeping (_take): batches the native loader has handed
+        # out that reached this iterator, and why it cannot go on, if so.
+        self._received = self._native.batches_handed_out()
+        self._lost, self._last = None, None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        raw = self._take()
+        # A signal's exception (Ctrl-C) while the batch is being finished
+        # gives it back: the same iterator's next next() finishes it again,
+        # so going on after KeyboardInterrupt loses nothing. Other errors
+        # (a collate_fn's) consume the batch, as torch's do.
+        try:
+            batch = self._finish(raw)
+            device = self._loader._to_device
+            return batch if device is None else _device.move_to(batch, device)
+        except BaseException as error:
+            if not isinstance(error, Exception):
+                self._native.put_back(raw)
+                self._received -= 1
+            raise
+
+    def _take(self):
+        """The next raw batch tuple from the native loader (StopIteration at
+        the epoch's end). A signal during the wait, or as the batch is taken,
+        is raised with nothing taken (module.cc puts the batch back). Only a
+        signal in the instant between the native call's return and its
+        result reaching us drops the batch (Python raises it first): that is
+        noticed here, and this iterator then refuses to go on, since going on
+        would silently skip that batch."""
+        if self._done:
+            raise StopIteration  # again and again, as torch's iterator
+        if self._generation != self._loader._generation:
+            raise Error("ringloader: this iterator's epoch was superseded by a later "
+                        "iter(loader) on the same loader (one ring serves one stream; "
+                        "torch's non-persistent workers would have gone on with it): "
+                        "keep one iterator per loader at a time")
+        if self._lost is not None:
+            raise Error(self._lost)
+        try:
+            batch = self._native.next()
+        except WorkerError as error:
+            # A Python dataset's exception comes back with its own type.
+            raise _exceptions.from_worker(error) from None
+        except BaseException:
+            self._check_lost()
+            raise
+        if batch is None:
+            stream = self._loader._stream
+            if stream is not None and stream.start_next():
+                return self._take()  # the sampler's next chunk
+            self._done = True
+            self._loader._epoch_open = False
+            raise StopIteration
+        self._received += 1
+        self._last = (batch[2], batch[3])
+        return batch
+
+    def _check_lost(self):
+        if self._native.batches_handed_out() == self._received:
+            return  # nothing was taken
+        after = ("the epoch's first batch" if self._last is None
+                 else f"batch {self._last[1]} of epoch {self._last[0]}")
+        self._lost = (
+            f"ringloader: an exception raised by a signal handler (Ctrl-C) arrived just "
+            f"as next() returned the batch after {after}, so Python dropped that batch "
+            f"before this iterator got it. Going on would skip it silently, so this "
+            f"iterator stops: start a new epoch with iter(loader), or restore a "
+            f"state_dict() saved before")
+
+    def _finish(self, batch):
+        """The batch the caller gets from the raw tuple: cut to a custom
+        batch's length, collated, targets copied out of the slot."""
+        data = batch[0]  # shares the C++ storage: a spill moves it too
+        # A custom batch sampler's batch is padded to batch_size: keep its own.
+        lengths = self._loader._batch_lengths
+        length = None if lengths is None else lengths[batch[3]]
+        collate = self._loader.collate_fn
+        layout = self._loader._batch_structure
+        if layout is not None:
+            size, indices = self._loader.batch_size, batch[4][:length]
+            if collate is None or collate is default_collate:
+                return _collate.collate_batch(layout, data, size, indices,
+                                              f"batch {batch[3]} of epoch {batch[2]}")
+            return collate(_collate.samples(layout, data, size, len(indices)))
+        data = data[:length]
+        target = _collate.copy_if_small(batch[1][:length])
+        if self._loader._converted:  # a torchvision dataset: its own samples
+            return _native_datasets.finish_batch(data, target, collate,
+                                                 self._loader._target_transform)
+        if collate is None or collate is default_collate:
+            return [data, target]
+        # Documented fallback: a custom collate_fn sees per-sample views.
+        return collate([(data[i], target[i]) for i in range(data.shape[0])])
