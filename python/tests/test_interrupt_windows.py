@@ -50,7 +50,7 @@ _SIGNAL_AS_TAKEN = textwrap.dedent("""
     reference = [key(b) for b in loader]
     got, interrupts, it = [], 0, iter(loader)
     while True:
-        if len(got) == 4:
+        if len(got) == 4 and not interrupts and os.path.exists(marker):
             os.remove(marker)  # arms the fault for the next batch taken
         try:
             batch = next(it)
