@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Soak test (not in CI): random faults over random loaders for N minutes.
+"""Soak test: random faults over random loaders for N minutes.
 
 Each round builds a loader (tar shards, an image folder or a Python dataset;
 2 or 4 workers), runs a few epochs and injects one random fault per epoch:
@@ -10,8 +10,10 @@ the loader), an early loop exit, or Ctrl-C while the trainer waits. Every
 batch is hashed and compared with an undisturbed reference epoch; the
 trainer's fd count and RSS are sampled between rounds.
 
-    PYTHONPATH=build/python /usr/bin/python3 scripts/soak.py --minutes 10
-Exit status 1 when a batch was lost or differed, or fds grew.
+    PYTHONPATH=build/python /usr/bin/python3 scripts/soak.py --minutes 10 --seed 0
+Exit status 1 when a batch was lost or differed, an epoch raised (a time-out
+included), or fds grew. The same seed replays the same rounds and faults
+(timing still varies). CI runs a short one (scripts/test.sh).
 """
 import argparse
 import collections
@@ -120,6 +122,9 @@ class Soak:
         self.latencies = []  # seconds from SIGINT to KeyboardInterrupt
         self.interrupts = 0  # SIGINTs sent during a wait
         self.in_next, self.epoch_over, self.interrupter = 0, threading.Event(), None
+        # Held by the interrupter while it decides and sends, and by the main
+        # thread when it leaves next(): no SIGINT is sent after that.
+        self.in_next_lock = threading.Lock()
         self.slow = []  # interrupts that took over 200 ms, and where
         self.problems = []
 
@@ -140,23 +145,21 @@ class Soak:
                         finished = False
                         break
                     self.inject(loader, fault, pids, stopped, sent)
+                batch = None
                 try:
                     self.in_next = time.monotonic()
                     batch = next(it)
-                    self.in_next = 0
+                    with self.in_next_lock:  # a SIGINT sent before lands by here
+                        self.in_next = 0
                 except StopIteration:
                     break
                 except KeyboardInterrupt:
-                    self.in_next = 0
-                    latency = time.monotonic() - sent[0]
-                    self.latencies.append(latency)
-                    if latency > 0.2:
-                        self.slow.append(f"{self.label}: {latency * 1000:.0f} ms, restarts "
-                                         f"{loader.stats()['worker_restarts']}")
-                    for pid in stopped:
-                        resume(pid)
-                    stopped.clear()
-                    continue  # the same iterator goes on with the awaited batch
+                    with self.in_next_lock:
+                        self.in_next = 0
+                    self.interrupted(loader, sent, stopped)
+                    if batch is None:
+                        continue  # the same iterator goes on with the awaited batch
+                    # It landed after next() returned: the batch is ours.
                 got.append(digest(batch))
                 del batch
                 b += 1
@@ -169,6 +172,16 @@ class Soak:
             for pid in stopped:
                 resume(pid)
         return got, finished
+
+    def interrupted(self, loader, sent, stopped):
+        latency = time.monotonic() - sent[0]
+        self.latencies.append(latency)
+        if latency > 0.2:
+            self.slow.append(f"{self.label}: {latency * 1000:.0f} ms, restarts "
+                             f"{loader.stats()['worker_restarts']}")
+        for pid in stopped:
+            resume(pid)
+        stopped.clear()
 
     def inject(self, loader, fault, pids, stopped, sent):
         live = loader.worker_pids() or pids
@@ -204,14 +217,21 @@ class Soak:
     def interrupt_the_wait(self, sent, over, stopped):
         """Sends SIGINT once the trainer has been inside next() for 0.2 s
         (its workers stopped, it can only be waiting), so that the
-        KeyboardInterrupt lands in the wait, nowhere else."""
+        KeyboardInterrupt lands in the wait. A worker replaced or resumed
+        meanwhile may deliver the batch at the same moment: the interrupt
+        then lands as next() returns (the iterator keeps the batch for the
+        next call) or just after (run_epoch keeps it); never later, since
+        nothing is sent once the main thread has left next()."""
         main = threading.main_thread().ident
         while not over.is_set():
-            entered = self.in_next
-            if entered and time.monotonic() - entered > 0.2:
-                sent.append(time.monotonic())
-                signal.pthread_kill(main, signal.SIGINT)
-                self.interrupts += 1
+            with self.in_next_lock:
+                entered = self.in_next
+                due = entered and time.monotonic() - entered > 0.2
+                if due:
+                    sent.append(time.monotonic())
+                    signal.pthread_kill(main, signal.SIGINT)
+                    self.interrupts += 1
+            if due:
                 # No KeyboardInterrupt 2 s later: count it, let the epoch go on.
                 if not over.wait(2) and self.in_next == entered:
                     self.problems.append(f"{self.label}: no KeyboardInterrupt 2 s "

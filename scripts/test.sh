@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Installs what is missing, builds, and runs every test: the GoogleTest
-# suites, the pytest suite and the sample's smoke run under ctest, then the
+# suites, the pytest suite and the sample's smoke run under ctest, a 3-minute
+# soak (scripts/soak.py; $SOAK_SEED picks its second seed), then the
 # sanitizer builds (ASan+UBSan and TSan) and the fuzzers (a fixed number of
 # inputs each, from a fixed seed).
 # Exits non-zero on any failure.
@@ -29,6 +30,25 @@ echo "== ctest ($BUILD_DIR): C++ suites, pytest, sample smoke run"
 LOG="$BUILD_DIR/ctest.log"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 600) | tee "$LOG"
 stage_done "ctest"
+
+# A short soak (scripts/soak.py, docs/faults.md): random worker kills, stops,
+# hangs, forks, broken-off loops and Ctrl-C, each batch compared with an
+# undisturbed epoch. Seed 0 for 2 minutes, then a seed drawn for this run
+# (printed: the same seed replays the same rounds and faults).
+soak() {
+  local minutes=$1 seed=$2 log="$BUILD_DIR/soak-seed-$2.log"
+  echo "== soak: --minutes $minutes --seed $seed (replay: PYTHONPATH=$BUILD_DIR/python" \
+       "/usr/bin/python3 scripts/soak.py --minutes $minutes --seed $seed)"
+  if ! PYTHONPATH="$BUILD_DIR/python" /usr/bin/python3 scripts/soak.py \
+      --minutes "$minutes" --seed "$seed" 2> "$log"; then
+    echo "== soak with seed $seed failed; the end of its stderr ($log):"
+    tail -n 40 "$log"
+    return 1
+  fi
+}
+soak 2 0
+soak 1 "${SOAK_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+stage_done "soak"
 
 if [ "$QUICK" -eq 0 ]; then
   scripts/sanitizers.sh
