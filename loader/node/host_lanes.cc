@@ -6,7 +6,11 @@
 //
 //   node:    ring batch -> held[lane][slot], LaneSlot::ring_offset -> READY
 //   trainer: READY -> tensor over ring + ring_offset -> ... -> FREE
-//   node:    slot FREE -> drop held batch -> its ring slot goes to the workers
+//   node:    slot's batch consumed (NodeLane::slot_released) -> drop held
+//            batch -> its ring slot goes to the workers
+//
+// The trainer maps the ring read-only; a hostile trainer can free only its
+// own lane's slots early (its own batches then change under it).
 #include <torch/torch.h>
 
 #include "loader/node/lane_memory.h"
@@ -17,12 +21,12 @@ namespace {
 
 class HostNodeLanes : public NodeLanes {
  public:
-  HostNodeLanes(std::vector<LaneProtocol> lanes, const uint8_t* ring, size_t ring_bytes)
+  HostNodeLanes(std::vector<NodeLane*> lanes, const uint8_t* ring, size_t ring_bytes)
       : lanes_(std::move(lanes)), ring_(ring), ring_bytes_(ring_bytes) {
-    for (const LaneProtocol& lane : lanes_) held_.emplace_back(lane.slot_count());
+    for (const NodeLane* lane : lanes_) held_.emplace_back(lane->slot_count());
   }
   void open() override {}
-  void fill(uint32_t lane, uint32_t slot, Batch batch) override {
+  bool fill(uint32_t lane, uint32_t slot, Batch batch) override {
     const auto* data = static_cast<const uint8_t*>(batch.data.data_ptr());
     const auto bytes = static_cast<size_t>(batch.data.nbytes());
     // The node's Loader never spills (LoaderAccess::wait_for_held_slots), so
@@ -30,22 +34,23 @@ class HostNodeLanes : public NodeLanes {
     if (!batch.data.is_contiguous() || data < ring_ || data + bytes > ring_ + ring_bytes_) {
       throw Error("ringloader: node: a batch's data is not in the node's ring (internal error)");
     }
-    lanes_[lane].slot_for(slot).ring_offset = static_cast<uint64_t>(data - ring_);
-    // The slot is FREE, so its previous batch is no one's any more.
+    lanes_[lane]->slot(slot).ring_offset = static_cast<uint64_t>(data - ring_);
+    // The slot's last batch is consumed, so it is no one's any more.
     held_[lane][slot] = std::move(batch);
+    return true;
   }
-  void reap() override {
+  void reap(const std::function<void(uint32_t)>&) override {
     for (size_t lane = 0; lane < lanes_.size(); ++lane) {
       for (uint32_t slot = 0; slot < held_[lane].size(); ++slot) {
         std::optional<Batch>& batch = held_[lane][slot];
-        if (batch && lanes_[lane].slot_free(slot)) batch.reset();
+        if (batch && lanes_[lane]->slot_released(slot)) batch.reset();
       }
     }
   }
   size_t in_flight() const override { return 0; }
 
  private:
-  std::vector<LaneProtocol> lanes_;
+  std::vector<NodeLane*> lanes_;
   const uint8_t* ring_;
   size_t ring_bytes_;
   // The ring batch each lane slot publishes, kept until the slot is FREE.
@@ -54,40 +59,45 @@ class HostNodeLanes : public NodeLanes {
 
 class HostTrainerLanes : public TrainerLanes {
  public:
-  HostTrainerLanes(const LaneProtocol& lane, uint8_t* ring, size_t ring_bytes)
+  HostTrainerLanes(const TrainerLane& lane, const uint8_t* ring, size_t ring_bytes)
       : lane_(lane), ring_(ring), ring_bytes_(ring_bytes) {}
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                      torch::ScalarType dtype, std::function<void()> release) override {
+    // Read once: the node may be another build, and we check what we use.
     const uint64_t offset = lane_.slot_for(slot).ring_offset;
     uint64_t bytes = c10::elementSize(dtype);
     for (int64_t size : sizes) bytes *= static_cast<uint64_t>(size);
     if (offset > ring_bytes_ || bytes > ring_bytes_ - offset) {
       release();
-      throw NodeError("ringloader: node published a batch outside its ring (offset " +
+      throw NodeError("ringloader: node published a batch outside its ring (slot " +
+                      std::to_string(slot) + ", ring_offset " +
                       std::to_string(offset) + ", " + std::to_string(bytes) + " bytes, ring " +
                       std::to_string(ring_bytes_) + " bytes)");
     }
     // `release` owns the mappings: a batch may outlive its AttachedLoader.
     auto deleter = [release = std::move(release)](void*) { release(); };
-    return torch::from_blob(ring_ + offset, sizes, deleter, torch::TensorOptions().dtype(dtype));
+    // Read-only memory: writing into a batch's data faults, as the node's
+    // ring is no trainer's to change (clone it first).
+    return torch::from_blob(const_cast<uint8_t*>(ring_) + offset, sizes, deleter,
+                            torch::TensorOptions().dtype(dtype));
   }
   torch::Device device() const override { return torch::kCPU; }
 
  private:
-  LaneProtocol lane_;
-  uint8_t* ring_;
+  TrainerLane lane_;
+  const uint8_t* ring_;
   size_t ring_bytes_;
 };
 
 }  // namespace
 
-std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<LaneProtocol> lanes,
+std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<NodeLane*> lanes,
                                                 const uint8_t* ring, size_t ring_bytes) {
   return std::make_unique<HostNodeLanes>(std::move(lanes), ring, ring_bytes);
 }
 
-std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const LaneProtocol& lane, uint8_t* ring,
-                                                      size_t ring_bytes) {
+std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const TrainerLane& lane,
+                                                      const uint8_t* ring, size_t ring_bytes) {
   return std::make_unique<HostTrainerLanes>(lane, ring, ring_bytes);
 }
 
