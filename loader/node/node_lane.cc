@@ -49,7 +49,7 @@ NodeLane::Wait NodeLane::wait_free(int64_t timeout_ns) {
   if (published_ < filled_ && (dropping_ || (wanted >= slot_count_ &&
                                              wanted - slot_count_ >= published_))) {
     lock.unlock();
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (timeout_ns > 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
     return Wait::kBusy;
   }
   if (dropping_) return Wait::kDrop;
@@ -70,7 +70,8 @@ NodeLane::Wait NodeLane::wait_free(int64_t timeout_ns) {
         violate(lock, "slot " + std::to_string(wanted % slot_count_) + " word " +
                           std::to_string(seen) + " while the node waits for lane batch " +
                           std::to_string(wanted));
-        return Wait::kDrop;
+        // Drops follow the batches still being copied in, in order.
+        return published_ < filled_ ? Wait::kBusy : Wait::kDrop;
       case SlotVerdict::kBusy:
         break;
     }
@@ -92,6 +93,7 @@ void NodeLane::filled() {
 
 void NodeLane::published() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (published_ >= filled_) return;  // nothing filled waits for it
   const uint64_t batch = published_++;
   if (dropping_) {
     cursor_ = published_;  // nobody will lease it
@@ -107,6 +109,7 @@ void NodeLane::published() {
 
 void NodeLane::dropped() {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (!dropping_ || published_ < filled_) return;  // only after kDrop
   ++filled_;
   published_ = filled_;
   cursor_ = filled_;
