@@ -466,10 +466,13 @@ LoaderStats Loader::Impl::stats() const {
   stats.ring_bytes = ring_->bytes();
   stats.ring_pinned = pin_.pinned();
   stats.device_batches = device_ ? device_->batches() : 0;
+  // Workers write these counters: summed unsigned, a garbage one makes a
+  // wrong figure, never a signed overflow.
+  uint64_t skipped = 0;
   for (uint32_t i = 0; i < ring_->geometry().worker_capacity; ++i) {
-    stats.skipped_samples += static_cast<int64_t>(
-        ring_->worker(i).skipped.load(std::memory_order_relaxed));
+    skipped += ring_->worker(i).skipped.load(std::memory_order_relaxed);
   }
+  stats.skipped_samples = static_cast<int64_t>(skipped & INT64_MAX);
   stats.worker_restarts = recovery_ ? recovery_->restarts() : 0;
   stats.redone_batches = recovery_ ? recovery_->redone_batches() : 0;
   stats.spilled_batches = held_.spilled();

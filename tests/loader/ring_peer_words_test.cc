@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "loader/ring/ring_layout.h"
@@ -94,8 +95,9 @@ class RingPeerWords : public testing::FolderTest<2, 8> {
                                        opts);
     loader_->set_epoch(0);
     loader_->begin_epoch();
-    ASSERT_TRUE(scribbler_.mapped());
-    ASSERT_TRUE(scribbler_.wait_ready(0));
+    scribbler_.emplace();  // maps the ring just made
+    ASSERT_TRUE(scribbler_->mapped());
+    ASSERT_TRUE(scribbler_->wait_ready(0));
   }
   // next() must raise WorkerError; returns its message.
   std::string next_error() {
@@ -123,7 +125,7 @@ class RingPeerWords : public testing::FolderTest<2, 8> {
     EXPECT_FALSE(loader_->next());
   }
   void fail_slot0(const void* text, size_t bytes) {
-    ring::SlotControl& slot = scribbler_.slot(0);
+    ring::SlotControl& slot = scribbler_->slot(0);
     slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kOther);
     std::memcpy(slot.error_text, text, bytes);
     slot.state.store(ring::kFailed, std::memory_order_release);
@@ -131,12 +133,12 @@ class RingPeerWords : public testing::FolderTest<2, 8> {
 
   static constexpr int kBatch = 4;
   std::unique_ptr<Loader> loader_;
-  RingScribbler scribbler_;
+  std::optional<RingScribbler> scribbler_;
 };
 
 TEST_F(RingPeerWords, HugeSampleCountIsAWorkerErrorAndTheWorkerIsReplaced) {
   const int worker = loader_->worker_pids().at(0);
-  scribbler_.slot(0).sample_count = 0xffffffffu;
+  scribbler_->slot(0).sample_count = 0xffffffffu;
   std::string message = next_error();
   EXPECT_NE(message.find("slot 0"), std::string::npos) << message;
   EXPECT_NE(message.find("sample_count = 4294967295"), std::string::npos) << message;
@@ -155,34 +157,34 @@ TEST_F(RingPeerWords, HugeSampleCountIsAWorkerErrorAndTheWorkerIsReplaced) {
 }
 
 TEST_F(RingPeerWords, SampleCountOneOverTheBatchSize) {
-  scribbler_.slot(0).sample_count = kBatch + 1;
+  scribbler_->slot(0).sample_count = kBatch + 1;
   EXPECT_NE(next_error().find("sample_count = 5, expected 4"), std::string::npos);
   expect_rest_of_epoch();
 }
 
 TEST_F(RingPeerWords, SampleCountUnderTheBatchOrNegative) {
-  scribbler_.slot(0).sample_count = 1;
+  scribbler_->slot(0).sample_count = 1;
   EXPECT_NE(next_error().find("sample_count = 1, expected 4"), std::string::npos);
   // Batch 1 next, with a count that is negative as a signed word.
-  ASSERT_TRUE(scribbler_.wait_ready(1));
-  scribbler_.slot(1).sample_count = 0x80000000u;
+  ASSERT_TRUE(scribbler_->wait_ready(1));
+  scribbler_->slot(1).sample_count = 0x80000000u;
   EXPECT_NE(next_error().find("sample_count = 2147483648"), std::string::npos);
 }
 
 TEST_F(RingPeerWords, SampleIndexOutsideTheDataset) {
-  scribbler_.sample_indices(0)[2] = 16;  // the dataset has 16 samples
+  scribbler_->sample_indices(0)[2] = 16;  // the dataset has 16 samples
   std::string message = next_error();
   EXPECT_NE(message.find("sample index 2 = 16, expected [0, 16)"), std::string::npos)
       << message;
-  ASSERT_TRUE(scribbler_.wait_ready(1));
-  scribbler_.sample_indices(1)[0] = -5;
+  ASSERT_TRUE(scribbler_->wait_ready(1));
+  scribbler_->sample_indices(1)[0] = -5;
   message = next_error();
   EXPECT_NE(message.find("sample index 0 = -5"), std::string::npos) << message;
 }
 
 TEST_F(RingPeerWords, FailedSlotNamingNoWorker) {
   // Unchecked, the filler word indexed the worker table 256 GiB away.
-  scribbler_.slot(0).filler.store(INT32_MAX, std::memory_order_relaxed);
+  scribbler_->slot(0).filler.store(INT32_MAX, std::memory_order_relaxed);
   fail_slot0("decoder exploded", 17);
   std::string message = next_error();
   EXPECT_NE(message.find("decoder exploded"), std::string::npos) << message;
@@ -192,7 +194,7 @@ TEST_F(RingPeerWords, FailedSlotNamingNoWorker) {
 
 TEST_F(RingPeerWords, UnterminatedErrorTextIsCutAtItsField) {
   // No terminator anywhere in the field nor the padding after it.
-  ring::SlotControl& slot = scribbler_.slot(0);
+  ring::SlotControl& slot = scribbler_->slot(0);
   std::memset(slot.padding2, 'A', sizeof slot.padding2);
   std::string text(ring::kErrorTextBytes, 'A');
   fail_slot0(text.data(), text.size());
@@ -212,7 +214,7 @@ TEST_F(RingPeerWords, ErrorTextIsValidUtf8) {
 }
 
 TEST_F(RingPeerWords, StateWithNoSuchPhase) {
-  scribbler_.slot(0).state.store(7, std::memory_order_release);
+  scribbler_->slot(0).state.store(7, std::memory_order_release);
   auto start = Clock::now();
   std::string message = next_error();
   EXPECT_NE(message.find("state = 0x00000007"), std::string::npos) << message;
@@ -221,7 +223,7 @@ TEST_F(RingPeerWords, StateWithNoSuchPhase) {
 
 TEST_F(RingPeerWords, StateOfABatchNotYetTaken) {
   // READY for batch 4 (generation 1) while the trainer waits for batch 0.
-  scribbler_.slot(0).state.store(1u << ring::kPhaseBits | ring::kReady,
+  scribbler_->slot(0).state.store(1u << ring::kPhaseBits | ring::kReady,
                                  std::memory_order_release);
   std::string message = next_error();
   EXPECT_NE(message.find("state = 0x0000000a"), std::string::npos) << message;
@@ -230,7 +232,7 @@ TEST_F(RingPeerWords, StateOfABatchNotYetTaken) {
 TEST_F(RingPeerWords, LeasedStateOfTheAwaitedBatch) {
   // Taken as a batch the trainer holds, it raised LeaseError ("drop earlier
   // batches"), and a node (which waits for held slots) waited forever.
-  scribbler_.slot(0).state.store(ring::kLeased, std::memory_order_release);
+  scribbler_->slot(0).state.store(ring::kLeased, std::memory_order_release);
   std::string message = next_error();
   EXPECT_NE(message.find("state = 0x00000004"), std::string::npos) << message;
 }
