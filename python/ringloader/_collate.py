@@ -12,6 +12,13 @@ samples, structured as the dataset returned them.
 
 Small fields (at most ``SMALL_BATCH_BYTES`` for the batch) are copied out of
 the slot, so keeping labels or scalars never holds a ring slot.
+
+Numpy arrays are always copies. A tensor handed out follows its batch when
+the batch is spilled out of the ring (``held_batches.h``: the storage's data
+pointer moves), but an ndarray keeps the address it was made with. A view
+of the slot would then read the next batches' bytes, or unmapped memory
+once the loader is gone. torch's DataLoader pickles such arrays from its
+workers, so a copy costs no more than torch does.
 """
 import math
 
@@ -77,8 +84,7 @@ def _leaf_value(field, tensor, count):
     if field.kind == "tensor":
         return tensor.clone() if small else tensor
     if field.kind == "ndarray":
-        array = tensor.numpy()
-        return array.copy() if small else array
+        return tensor.numpy().copy()  # never a view of the slot (see above)
     if field.kind == "npscalar":
         return tensor.numpy()[()]
     return tensor.item()  # bool, int, float
