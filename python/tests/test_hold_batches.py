@@ -119,19 +119,28 @@ class Arrays(torch.utils.data.Dataset):
         return np.full((32, 32), i, dtype=np.float32), i
 
 
+class RaggedArrays(Arrays):
+    """Arrays of other shapes than sample 0's that fit its region (reshaped)."""
+
+    def __getitem__(self, i):
+        return np.full((32 - i % 5, 32), i, dtype=np.float32), i
+
+
 def keep_samples(samples):
     return samples  # a custom collate_fn that keeps what it was given
 
 
-def test_arrays_a_collate_fn_keeps_keep_their_values():
-    ours = ringloader.DataLoader(Arrays(), batch_size=2, num_workers=2, ring_slots=2,
+@pytest.mark.parametrize("dataset", [Arrays(), RaggedArrays()], ids=["arrays", "ragged"])
+def test_arrays_a_collate_fn_keeps_keep_their_values(dataset):
+    ours = ringloader.DataLoader(dataset, batch_size=2, num_workers=2, ring_slots=2,
                                  collate_fn=keep_samples)
     kept = list(ours)  # 32 batches through 2 slots: most of them spilled
     assert len(kept) == 32
     changed = [i for batch in kept for array, i in batch
                if not (array == np.float32(i)).all()]
     assert changed == []
-    assert all(isinstance(array, np.ndarray) for batch in kept for array, _ in batch)
+    assert all(isinstance(array, np.ndarray) and array.shape == dataset[i][0].shape
+               for batch in kept for array, i in batch)
 
 
 ARRAYS_AFTER_THE_LOADER = """
