@@ -133,9 +133,10 @@ uint64_t CacheFolder::free_bytes() const {
 int CacheFolder::remove_if_stale(const std::string& stem) {
   // A fetcher holds the lock exclusively from before it creates the .part
   // until it renames or removes it; holding it shared here keeps one from
-  // starting. Fetchers create the lock first, so no lock, no fetcher.
-  Fd lock(open(stem + ".lock", O_RDWR));
-  if (lock.fd >= 0 && flock(lock.fd, LOCK_SH | LOCK_NB) != 0) return 0;
+  // starting (created if missing, as a fetcher would, so that one starting
+  // now waits for us too).
+  Fd lock(open(stem + ".lock", O_RDWR | O_CREAT));
+  if (lock.fd < 0 || flock(lock.fd, LOCK_SH | LOCK_NB) != 0) return 0;
   int removed = 0;
   if (remove(stem + kPart)) {
     ++removed;
