@@ -2,8 +2,9 @@
 """A trainer for test_loader_server_trust.py: a Python dataset, two
 persistent workers. It runs one epoch, prints its loader server's address
 and its stubs' pids, then waits for a line on stdin while the test attacks
-the server. A line "child MODE" makes it run the attack itself, as its own
-child (same uid, a process the trainer started); "go" goes on. Then it runs
+the server. A line "child MODE ..." makes it run the attack itself, as its
+own child (same uid, a process the trainer started), "nobody-child MODE
+..." as its own child running as `nobody`; "go" goes on. Then it runs
 two more epochs, killing a worker mid-epoch in the first (so the server must
 serve a respawned stub), and checks every byte against the first epoch.
 Ends with EPOCH-OK."""
@@ -96,10 +97,14 @@ def main():
         words = line.split()
         if words[0] == "go":
             break
-        if words[0] == "child":  # an attack from a process this trainer started
+        if words[0] in ("child", "nobody-child"):  # from a process this trainer started
+            as_nobody = {"user": 65534, "group": 65534, "extra_groups": [], "cwd": "/"}
+            with open(os.path.join(HERE, "server_trust_attack.py")) as attack:
+                code = attack.read()  # nobody need not read this tree
             child = subprocess.Popen(
-                [sys.executable, "-S", os.path.join(HERE, "server_trust_attack.py"),
-                 new[0], *words[1:]], stdout=subprocess.PIPE, text=True)
+                [sys.executable, "-S", "-c", code, new[0], *words[1:]],
+                stdout=subprocess.PIPE, text=True,
+                **(as_nobody if words[0] == "nobody-child" else {}))
             children.append(child)
             print("CHILD", child.stdout.readline().strip() or "(nothing)", flush=True)
     restarts = loader.stats()["worker_restarts"]

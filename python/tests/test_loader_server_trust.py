@@ -88,9 +88,9 @@ class Trainer:
         self.process.stdin.write(line.encode() + b"\n")
         self.process.stdin.flush()
 
-    def child(self, *args):
-        """Runs an attack as the trainer's own child (same uid)."""
-        self.send(" ".join(["child", *args]))
+    def child(self, *args, nobody=False):
+        """Runs an attack as the trainer's own child (same uid, or `nobody`)."""
+        self.send(" ".join(["nobody-child" if nobody else "child", *args]))
         return self.expect("CHILD")
 
     def finish(self, timeout=120):
@@ -132,6 +132,9 @@ def test_other_user_gets_no_worker_even_with_the_token():
     trainer = Trainer()
     attack = _as_nobody(trainer.address, "serve-me", trainer.token())
     assert attack.stdout.strip() == "REFUSED", (attack.stdout, attack.stderr)
+    # Even as the trainer's own child, with the token (as if it leaked):
+    # the uid alone refuses it.
+    assert trainer.child("serve-me", trainer.token(), nobody=True) == ["REFUSED"]
     _assert_epochs_ok(trainer)
 
 
