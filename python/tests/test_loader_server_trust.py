@@ -303,3 +303,34 @@ def test_zygote_keeps_none_of_the_trainers_descriptors(tmp_path):
     out = result.stdout
     assert "LOCK-FREE" in out and "HOLDER" not in out, (out, result.stderr[-3000:])
     assert int(out.split("FAMILY")[1].split()[0]) >= 3, out  # zygote, server, worker
+
+
+BIG_TRAINER = textwrap.dedent("""
+    import torch
+    import ringloader
+    from ringloader import _python_workers
+
+    class Numbers(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            return torch.full((2,), float(i))
+
+    # As if the trainer held more private memory than a fork should pin
+    # (the real limit, 1 GiB, is too much to allocate in a test).
+    _python_workers._FORK_MAX_PRIVATE_BYTES = 1 << 20
+    assert [b.tolist() for b in ringloader.DataLoader(Numbers(), batch_size=4,
+                                                      num_workers=1)][1][0] == [4.0, 4.0]
+    zygote = _python_workers._zygote_process
+    print("SPAWNED" if zygote.pid is None and zygote.process is not None else "FORKED")
+""")
+
+
+def test_a_big_trainer_gets_a_spawned_zygote():
+    """A forked zygote keeps a copy of each page of the trainer's the
+    trainer later writes or frees: past the limit it is spawned instead."""
+    result = subprocess.run([sys.executable, "-c", BIG_TRAINER],
+                            env=_env({"RINGLOADER_PRESTART": "0", "RINGLOADER_ZYGOTE": ""}),
+                            capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "SPAWNED", (result.stdout, result.stderr[-3000:])
