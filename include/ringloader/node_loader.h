@@ -57,13 +57,17 @@
 // Trust (docs/security.md). Only processes of the node's uid attach
 // (NodeOptions::allow_group widens that to a group), and a trainer attaches
 // only to a node of its own uid (AttachOptions::node_uid). Trainers map the
-// node's memory read-only, but for the few words of their own lane they
-// write (a control memfd made afresh at each attach); the node checks every
+// node's memory through read-only descriptors, but for the few words of
+// their own lane they write (a control memfd made afresh at each attach).
+// Host-lane batches are still writable like a DataLoader's, without a
+// copy: the ring is mapped private copy-on-write, so an in-place op changes
+// only the trainer's own pages, which are dropped when the batch is
+// released (before its slot goes back). The node checks every
 // such word against what it published. A trainer that writes a word no
 // honest trainer could is detached (NodeStats::violations), and its lane
 // drops its batches (NodeStats::dropped_batches) until a trainer attaches
 // again, so it never stalls the other lanes. Trainers of one node can read
-// every lane's batches (they share the node's ring), not write them.
+// every lane's batches (they share the node's ring), never change them.
 #pragma once
 
 #include <cstdint>

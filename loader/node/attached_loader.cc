@@ -54,7 +54,9 @@ struct Attachment {
   int owner_pid = getpid();
   node::Mapping region;     // read-only
   ring::SharedRegion control;  // this lane's words: ours to write
-  node::Mapping ring;       // host lanes: the node's ring, read-only
+  // Host lanes: the node's ring, private copy-on-write over a read-only
+  // descriptor (batches are writable; the node's ring never is).
+  node::Mapping ring;
   std::unique_ptr<node::TrainerLane> protocol;
   std::unique_ptr<node::TrainerLanes> lanes;
   // Hands slots back to the node; with CUDA lanes only once the GPU work
@@ -81,7 +83,7 @@ struct Attachment {
 };
 
 // Maps the region (fds[0], read-only), the lane's control (fds[1]) and, for
-// host lanes, the ring (fds[2], read-only); takes the descriptors and checks
+// host lanes, the ring (fds[2], copy-on-write); takes the descriptors and checks
 // everything the node wrote before it is used.
 void map_shared(Attachment& attachment, std::vector<int>& fds) {
   const std::string& who = attachment.who;
@@ -116,7 +118,7 @@ void map_shared(Attachment& attachment, std::vector<int>& fds) {
   }
   if (ring_fd >= 0) {
     if (!host) close(ring_fd);
-    else attachment.ring = node::map_read_only(ring_fd, who + "'s ring");
+    else attachment.ring = node::map_copy_on_write(ring_fd, who + "'s ring");
   }
   node::check_node_header(header, attachment.region.size(), attachment.ring.size(),
                           attachment.lane, who);
@@ -163,7 +165,7 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
   attachment->lanes =
       geometry.host_lanes
           ? node::make_host_trainer_lanes(*attachment->protocol,
-                                          static_cast<const uint8_t*>(attachment->ring.data()),
+                                          static_cast<uint8_t*>(attachment->ring.data()),
                                           attachment->ring.size())
           : node::make_cuda_trainer_lanes(header, static_cast<uint32_t>(lane));
   node::TrainerLane* protocol = attachment->protocol.get();

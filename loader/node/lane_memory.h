@@ -60,11 +60,13 @@ class TrainerLanes {
 // that side). The node keeps each published ring batch until its lane's
 // NodeLane says the slot's batch is consumed; the trainer's caller keeps
 // the ring mapping (and the TrainerLanes) alive while tensors alias it:
-// `release` owns them.
+// `release` owns them. The trainer's `ring` is a private copy-on-write
+// mapping (map_copy_on_write): its batches are writable, and a batch's
+// private pages are dropped before its slot is handed back.
 std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<NodeLane*> lanes,
                                                 const uint8_t* ring, size_t ring_bytes);
 std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const TrainerLane& lane,
-                                                      const uint8_t* ring, size_t ring_bytes);
+                                                      uint8_t* ring, size_t ring_bytes);
 // CUDA IPC lanes (OptionError without CUDA or a GPU). Lanes' devices come
 // from their LaneHeaders; unless `explicit_devices`, lane i takes GPU
 // i % (visible GPUs). The node's host batches must be page-locked for the

@@ -78,7 +78,9 @@ int reopen_read_only(int fd) {
   return reopened;
 }
 
-Mapping map_read_only(int fd, const std::string& what) {
+namespace {
+
+Mapping map_sealed(int fd, const std::string& what, int protection, int flags) {
   const int seals = fcntl(fd, F_GET_SEALS);
   struct stat info {};
   if (seals < 0 || !(seals & F_SEAL_SHRINK) || fstat(fd, &info) != 0 || info.st_size <= 0) {
@@ -86,13 +88,25 @@ Mapping map_read_only(int fd, const std::string& what) {
     throw NodeError("ringloader: " + what + " is not a sealed shared memory file");
   }
   const auto bytes = static_cast<size_t>(info.st_size);
-  void* data = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  void* data = mmap(nullptr, bytes, protection, flags, fd, 0);
   if (data == MAP_FAILED) {
     const int error = errno;
     close(fd);
     throw NodeError("ringloader: mapping " + what + ": " + std::strerror(error));
   }
   return Mapping(fd, data, bytes);
+}
+
+}  // namespace
+
+Mapping map_read_only(int fd, const std::string& what) {
+  return map_sealed(fd, what, PROT_READ, MAP_SHARED);
+}
+
+Mapping map_copy_on_write(int fd, const std::string& what) {
+  // Linux lets a read-only descriptor back a private writable mapping: the
+  // write permission is on the private copies, never on the file.
+  return map_sealed(fd, what, PROT_READ | PROT_WRITE, MAP_PRIVATE);
 }
 
 }  // namespace ringloader::node

@@ -49,4 +49,12 @@ int reopen_read_only(int fd);
 // `what`.
 Mapping map_read_only(int fd, const std::string& what);
 
+// Like map_read_only, but MAP_PRIVATE and writable: `fd` stays a read-only
+// descriptor, so a write lands in a private copy-on-write page of this
+// process and never in the file, while a page never written keeps showing
+// the file's current bytes. madvise(MADV_DONTNEED) on a range drops its
+// private pages: the file shows through again. Throws NodeError naming
+// `what`.
+Mapping map_copy_on_write(int fd, const std::string& what);
+
 }  // namespace ringloader::node

@@ -25,8 +25,10 @@ raise ``ringloader.NodeError`` (a ``ConnectionError``).
 Trust (docs/security.md): only processes of the node's uid attach
 (``allow_group`` widens that to a group's members), and a trainer attaches
 only to a node of its own uid (``node_uid``). Trainers map the node's memory
-read-only: a host-lane batch's data may not be changed in place (clone it
-first). A trainer that breaks the lane protocol is detached and its lane's
+through read-only descriptors. A host-lane batch is still writable without
+a copy (``images.sub_(mean)`` works): the trainer's mapping of the ring is
+private copy-on-write, so its writes stay in its own pages (dropped when
+the batch is released) and never reach the node or another trainer. A trainer that breaks the lane protocol is detached and its lane's
 batches are dropped until a trainer attaches again; the others go on.
 """
 import time
@@ -159,7 +161,8 @@ class AttachedDataLoader(DataLoader):
     sampler and workers belong to the node: ``batch_size``, when given,
     must match the node's. ``node_uid``: the uid the node must run as
     (Default: ``None``, this process's); a node of another uid is refused
-    with NodeError. Host-lane batches are read-only memory."""
+    with NodeError. Batches may be changed in place; the changes are this
+    process's own (copy-on-write pages of the node's ring)."""
 
     def __init__(self, dataset=None, batch_size=None, *args, attach=None, trainer=None,
                  connect_timeout=60.0, node_uid=None, **kwargs):

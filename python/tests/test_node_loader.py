@@ -465,3 +465,62 @@ def test_a_dead_trainer_whose_child_holds_its_socket_gives_its_lane_back(image_f
             holder.wait()
             if child is not None:
                 os.kill(int(child), signal.SIGKILL)  # the orphan it forked
+
+
+IN_PLACE_TRAINER = """
+    import json, os, torch, ringloader
+
+    def memfd_bytes(batch):
+        # What the node's memfd holds under the batch: the trainer's mapping
+        # of it (private), and the file read through its own descriptor.
+        at = batch.data_ptr()
+        for line in open("/proc/self/maps"):
+            fields = line.split()
+            low, high = (int(x, 16) for x in fields[0].split("-"))
+            if low <= at < high:
+                assert fields[1] == "rw-p", line
+                offset, inode = int(fields[2], 16) + at - low, int(fields[4])
+                break
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            try:
+                if os.fstat(fd).st_ino == inode and "memfd:" in os.readlink(f"/proc/self/fd/{{fd}}"):
+                    return os.pread(fd, batch.numel() * batch.element_size(), offset)
+            except OSError:
+                pass
+        raise AssertionError("no descriptor of the ring")
+
+    loader = ringloader.DataLoader(attach="{name}")
+    out, changed = [], 0
+    for epoch in range({epochs}):
+        loader.set_epoch(epoch)
+        for images, labels in loader:
+            out.append([epoch, float(images.double().sum()), labels.tolist()])
+            before = images.clone()
+            images.sub_(0.5).mul_(2)  # what training scripts do
+            assert not torch.equal(images, before)
+            changed += memfd_bytes(images) != before.numpy().tobytes()
+    print(json.dumps({{"device": loader.device, "changed": changed, "batches": out}}))
+"""
+
+
+def test_in_place_ops_on_host_batches_stay_private(image_folder):
+    """Trainer 0 changes every batch in place (it used to die of SIGSEGV on
+    the read-only ring): the node's memfd keeps its bytes, trainer 1 gets
+    every batch byte for byte, and so does trainer 0 itself, two epochs
+    through one decode-ahead ring slot and two lane slots (a private page
+    kept past its batch's release would show a later batch old bytes)."""
+    name = _name("in-place")
+    with ringloader.NodeLoader(_dataset(image_folder), batch_size=4, shuffle=True,
+                               num_workers=2, trainers=2, name=name, seed=7,
+                               epochs=2, lane_slots=2, ring_slots=1) as node:
+        node.start()
+        procs = [_python(IN_PLACE_TRAINER.format(name=name, epochs=2), LOCAL_RANK=0),
+                 _python(TRAINER.format(name=name, epochs=2, consume="pass"), LOCAL_RANK=1)]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, (proc.returncode, err)
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0]["changed"] == 0
+    expected = _reference(image_folder, lambda e: _node_order(24, 2, 4, e), 2, 4)
+    _check_split(results, expected, 2)
