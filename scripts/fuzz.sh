@@ -28,10 +28,12 @@ RUNS_PERCENT=${FUZZ_RUNS:-100}
 # Inputs per harness in CI: about 20 s each on a 2-core machine.
 declare -A RUNS=([fuzz_decode_jpeg]=500000 [fuzz_decode_png]=1000000
                  [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=800000
-                 [fuzz_pipeline_json]=500000)
+                 [fuzz_pipeline_json]=500000 [fuzz_lane_protocol]=120000
+                 [fuzz_slot_protocol]=100000)
 HARNESSES=("$@")
 if [ ${#HARNESSES[@]} -eq 0 ]; then
-  HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json)
+  HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json
+             fuzz_lane_protocol fuzz_slot_protocol)
 fi
 GENERATOR=()
 # Line tables are all a sanitizer's stack trace needs, and -O1 keeps
@@ -53,6 +55,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 for harness in "${HARNESSES[@]}"; do
   name=${harness#fuzz_}
   seeds="$BUILD/seeds/${name#decode_}"
+  mkdir -p "$seeds"  # a harness without seed files (fuzz_lane_protocol) starts empty
+  mkdir -p "$seeds"  # harnesses without seed files (fuzz_lane_protocol) start empty
   corpus="$BUILD/corpus/$name"
   regressions="tests/fuzz/regressions/$harness"
   dirs=("$corpus" "$seeds")

@@ -57,6 +57,16 @@ def pipelines(out):
             json.dump(seed, f)
 
 
+def slot_scripts(out):
+    """fuzz_slot_protocol reads its input as a script of steps: a few
+    fixed random ones get it past the first epochs."""
+    os.makedirs(out, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i, size in enumerate((64, 128, 256, 512, 1024, 2048)):
+        with open(os.path.join(out, f"seed{i}"), "wb") as f:
+            f.write(rng.integers(0, 256, size=size, dtype=np.uint8).tobytes())
+
+
 if __name__ == "__main__":
     root = sys.argv[1]
     images(os.path.join(root, "jpeg"), "JPEG", quality=80)
@@ -64,3 +74,4 @@ if __name__ == "__main__":
     images(os.path.join(root, "bmp"), "BMP")
     images(os.path.join(root, "gif"), "GIF")
     pipelines(os.path.join(root, "pipeline_json"))
+    slot_scripts(os.path.join(root, "slot_protocol"))

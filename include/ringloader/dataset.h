@@ -41,8 +41,10 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // the same folder; flock keeps it to one fetch per shard). pipe: shards
   // are cached; local ones too with cache_local. Indexing fetches through
   // it, and the Loader fetches the next prefetch_shards shards of the epoch
-  // order ahead of the workers. Default: "" (no cache: each worker streams
-  // the pipe: shards it reads).
+  // order ahead of the workers. It must be this user's own folder, writable
+  // by no one else (created 0700 when missing); another user's, or one
+  // others may write, is an IoError naming it. Default: "" (no cache: each
+  // worker streams the pipe: shards it reads).
   std::string cache_dir;
   // Bytes of shards the folder keeps; the least recently used are deleted
   // beyond it (a shard larger than the limit is still used, alone). Should

@@ -48,9 +48,26 @@
 // Faults. A trainer that dies (or closes its AttachedLoader) gives its lane
 // back: the slots it held are reclaimed, and the next trainer to attach to
 // that lane goes on with the lane's next batch (the reclaimed batches are
-// lost to the lane and counted in NodeStats::reclaimed_slots). A node that
+// lost to the lane and counted in NodeStats::reclaimed_slots). The node
+// watches the trainer process itself (a pidfd), so a fork child that
+// inherited its connection does not keep a dead trainer's lane. A node that
 // dies or stops makes every attached trainer's next() throw NodeError
 // within about poll_interval_s; nothing waits forever.
+//
+// Trust (docs/security.md). Only processes of the node's uid attach
+// (NodeOptions::allow_group widens that to a group), and a trainer attaches
+// only to a node of its own uid (AttachOptions::node_uid). Trainers map the
+// node's memory through read-only descriptors, but for the few words of
+// their own lane they write (a control memfd made afresh at each attach).
+// Host-lane batches are still writable like a DataLoader's, without a
+// copy: the ring is mapped private copy-on-write, so an in-place op changes
+// only the trainer's own pages, which are dropped when the batch is
+// released (before its slot goes back). The node checks every
+// such word against what it published. A trainer that writes a word no
+// honest trainer could is detached (NodeStats::violations), and its lane
+// drops its batches (NodeStats::dropped_batches) until a trainer attaches
+// again, so it never stalls the other lanes. Trainers of one node can read
+// every lane's batches (they share the node's ring), never change them.
 #pragma once
 
 #include <cstdint>
@@ -89,6 +106,16 @@ struct RINGLOADER_EXPORT NodeOptions {
   // still decoded), never back. Default: 0, 0.
   int64_t first_epoch = 0;
   int64_t epochs = 0;
+  // Trainers of other users that may attach: members of this group (a name
+  // or a number; checked with SO_PEERGROUPS). They can then read every
+  // lane's batches. Default: "" (only processes of the node's own uid).
+  std::string allow_group;
+  // With device "cuda": how long the destructor waits for attached trainers
+  // to drop their AttachedLoader and batches (their mappings of the lanes'
+  // device memory) before it frees that memory. A lane whose trainer is
+  // still attached then keeps its memory until the node process exits
+  // (freeing it under a reader is undefined). Default: 10.
+  double cuda_release_timeout_s = 10;
 };
 
 // Summed over the node's life.
@@ -98,6 +125,8 @@ struct RINGLOADER_EXPORT NodeStats {
   int64_t attaches = 0;              // trainers that attached
   int64_t detaches = 0;              // trainers that left or died
   int64_t reclaimed_slots = 0;       // slots taken back from dead trainers
+  int64_t violations = 0;            // trainers detached for a bad control word
+  int64_t dropped_batches = 0;       // batches of lanes detached for a violation
   double lane_wait_s = 0;            // the node waiting for a free lane slot
   LoaderStats loader;                // the node's own Loader (workers, ring)
   std::string to_string() const;
@@ -164,6 +193,11 @@ struct RINGLOADER_EXPORT AttachOptions {
   // How often next() checks that the node is alive while it waits.
   // Default: 0.1.
   double poll_interval_s = 0.1;
+  // The uid the node must run as (checked with SO_PEERCRED before anything
+  // it sends is used): -1 for this process's effective uid. A node of
+  // another uid (whoever bound the name first) is refused with NodeError.
+  // Default: -1.
+  int64_t node_uid = -1;
 };
 
 // A trainer's side of one lane. Batches are like Loader's: `data` aliases
@@ -183,11 +217,16 @@ struct RINGLOADER_EXPORT AttachOptions {
 //
 // Ownership: the lane is held until the AttachedLoader is destroyed; host
 // batches outlive it (their mapping is shared).
+//
+// fork(): a child's copies of batches never hand their slots back (the
+// parent's batches stay intact); the child cannot lease.
 class RINGLOADER_EXPORT AttachedLoader {
  public:
   // Connects to node `name` (waiting up to connect_timeout_s for it to
   // appear) and takes the lane. Throws NodeError if the node is not there
-  // in time, the lane is out of range or attached by another live process.
+  // in time, runs as another uid, refuses us (another uid, the lane out of
+  // range or attached by another live process), or shares memory that
+  // fails a check (the message names the node, the lane and the field).
   explicit AttachedLoader(const std::string& name = "default",
                           AttachOptions options = {});
   ~AttachedLoader();

@@ -1,20 +1,23 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // CUDA IPC lanes: each lane's slots are one device allocation on its GPU,
-// exported by cudaIpcGetMemHandle; each slot has an interprocess event.
+// exported by cudaIpcGetMemHandle.
 //
-//   node, copy stream:     H2D(host batch -> slot s)  record copied(s)  READY
-//   trainer, its stream:   wait copied(s)  ... kernels reading s ...
+//   node, copy stream:     H2D(host batch -> slot s)  record done(s)
+//   node, reap():          done(s) complete -> READY
+//   trainer, its stream:   ... kernels reading s ...
 //   last tensor dies:      record a local event on the dropping thread's
 //                          stream; FREE once it is done (SlotReleaser)
 //
-// The trainer's wait is GPU-side. Its release waits on its own side: an
-// interprocess event whose last recorder was destroyed (a trainer that
-// exited or died) may never complete, so the node never waits on an event
-// a trainer recorded; by the time the node sees FREE, the trainer's reads
-// of the slot are done.
+// READY is stored only once the copy completed, so the trainer never waits
+// on the GPU for the node: a node that dies mid-copy leaves a slot that is
+// never READY, and the trainer's next() throws NodeError. The trainer's
+// release waits on its own side too, so by the time the node sees FREE,
+// the trainer's reads of the slot are done. A lane's GPU is named by its
+// PCI bus id: a trainer's CUDA_VISIBLE_DEVICES may number GPUs otherwise.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <functional>
 #include <deque>
 #include <vector>
 
@@ -36,16 +39,9 @@ LaneHeader* lane_headers(NodeHeader* header) {
                                        sizeof(NodeHeader));
 }
 
-LaneSlot* lane_slots(NodeHeader* header, uint32_t lane) {
-  auto* first = reinterpret_cast<LaneSlot*>(lane_headers(header) + header->lane_count);
-  return first + uint64_t{lane} * header->lane_slots;
-}
-
-cudaEvent_t interprocess_event() {
-  cudaEvent_t event = nullptr;
-  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventInterprocess),
-        "creating an interprocess event");
-  return event;
+const LaneHeader* lane_headers(const NodeHeader* header) {
+  return reinterpret_cast<const LaneHeader*>(reinterpret_cast<const uint8_t*>(header) +
+                                             sizeof(NodeHeader));
 }
 
 class CudaNodeLanes : public NodeLanes {
@@ -54,22 +50,20 @@ class CudaNodeLanes : public NodeLanes {
   ~CudaNodeLanes() override;
 
   void open() override;
-  void fill(uint32_t lane, uint32_t slot, Batch batch) override;
-  void reap() override;
+  bool fill(uint32_t lane, uint32_t slot, Batch batch) override;
+  void reap(const std::function<void(uint32_t)>& copied) override;
   size_t in_flight() const override { return copying_.size(); }
+  void retire(const std::vector<bool>& still_attached) override { keep_ = still_attached; }
 
  private:
-  struct Slot {
-    cudaEvent_t copied = nullptr;  // exported: the trainer waits on it
-  };
   struct Lane {
     int device = 0;
     uint8_t* memory = nullptr;
     cudaStream_t stream = nullptr;
-    std::vector<Slot> slots;
   };
   struct Copy {
-    cudaEvent_t done;  // local: when the host batch may go back to the ring
+    cudaEvent_t done;  // local: the slot may be READY, the host batch go back
+    uint32_t lane;
     int device;
     Batch host;
   };
@@ -77,6 +71,7 @@ class CudaNodeLanes : public NodeLanes {
   NodeHeader* header_;
   std::vector<Lane> lanes_;
   std::deque<Copy> copying_;
+  std::vector<bool> keep_;  // lanes whose trainer may still map the memory
 };
 
 void CudaNodeLanes::open() {
@@ -86,6 +81,8 @@ void CudaNodeLanes::open() {
     LaneHeader& shared = lane_headers(header_)[i];
     lane.device = shared.device;
     DeviceGuard guard(lane.device);
+    check(cudaDeviceGetPCIBusId(shared.pci_bus_id, sizeof(shared.pci_bus_id), lane.device),
+          "reading a lane GPU's PCI bus id");
     check(cudaMalloc(reinterpret_cast<void**>(&lane.memory),
                      header_->slot_data_bytes * header_->lane_slots),
           "allocating a lane's device slots");
@@ -95,43 +92,37 @@ void CudaNodeLanes::open() {
     std::memcpy(shared.memory_handle, &memory, sizeof(memory));
     check(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
           "creating a lane's copy stream");
-    lane.slots.resize(header_->lane_slots);
-    for (uint32_t s = 0; s < header_->lane_slots; ++s) {
-      Slot& slot = lane.slots[s];
-      slot.copied = interprocess_event();
-      cudaIpcEventHandle_t handle;
-      static_assert(sizeof(handle) == kIpcHandleBytes);
-      check(cudaIpcGetEventHandle(&handle, slot.copied), "exporting a copied event");
-      std::memcpy(lane_slots(header_, i)[s].copied_event, &handle, sizeof(handle));
-    }
   }
 }
 
-void CudaNodeLanes::fill(uint32_t lane_index, uint32_t slot_index, Batch batch) {
+bool CudaNodeLanes::fill(uint32_t lane_index, uint32_t slot_index, Batch batch) {
   Lane& lane = lanes_.at(lane_index);
-  Slot& slot = lane.slots.at(slot_index);
   DeviceGuard guard(lane.device);
-  // The slot is FREE: the trainer's reads of it are done (see the top).
+  // The slot's last batch is consumed: the trainer's reads of it are done.
   torch::Tensor data = batch.data.contiguous();
   uint8_t* target = lane.memory + uint64_t{slot_index} * header_->slot_data_bytes;
   check(cudaMemcpyAsync(target, data.data_ptr(),
                         std::min<size_t>(data.nbytes(), header_->data_bytes),
                         cudaMemcpyHostToDevice, lane.stream),
         "copying a batch into a lane slot");
-  check(cudaEventRecord(slot.copied, lane.stream), "recording a copied event");
-  Copy copy{nullptr, lane.device, std::move(batch)};
+  Copy copy{nullptr, lane_index, lane.device, std::move(batch)};
   check(cudaEventCreateWithFlags(&copy.done, cudaEventDisableTiming), "creating an event");
   check(cudaEventRecord(copy.done, lane.stream), "recording a copy's end");
   copying_.push_back(std::move(copy));
+  return false;  // READY once reap() sees the copy done
 }
 
-void CudaNodeLanes::reap() {
+void CudaNodeLanes::reap(const std::function<void(uint32_t)>& copied) {
+  // One lane's copies run on one stream, in fill order: the queue's order
+  // is each lane's publish order.
   while (!copying_.empty()) {
     Copy& copy = copying_.front();
     DeviceGuard guard(copy.device);
     if (cudaEventQuery(copy.done) == cudaErrorNotReady) return;
     cudaEventDestroy(copy.done);
+    const uint32_t lane = copy.lane;
     copying_.pop_front();  // the host batch's slot goes back to the workers
+    copied(lane);
   }
 }
 
@@ -142,18 +133,21 @@ CudaNodeLanes::~CudaNodeLanes() {
     cudaEventDestroy(copy.done);
   }
   copying_.clear();
-  for (Lane& lane : lanes_) {
+  for (size_t i = 0; i < lanes_.size(); ++i) {
+    Lane& lane = lanes_[i];
     DeviceGuard guard(lane.device);
     if (lane.stream) cudaStreamSynchronize(lane.stream);
-    for (Slot& slot : lane.slots) cudaEventDestroy(slot.copied);
     if (lane.stream) cudaStreamDestroy(lane.stream);
+    // Freeing an allocation a live importer still maps is undefined: a
+    // lane whose trainer did not detach in time keeps it until we exit.
+    if (i < keep_.size() && keep_[i]) continue;
     cudaFree(lane.memory);
   }
 }
 
 class CudaTrainerLanes : public TrainerLanes {
  public:
-  CudaTrainerLanes(NodeHeader* header, uint32_t lane);
+  CudaTrainerLanes(const NodeHeader* header, uint32_t lane);
   ~CudaTrainerLanes() override;
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes, torch::ScalarType dtype,
                      std::function<void()> release) override;
@@ -162,19 +156,33 @@ class CudaTrainerLanes : public TrainerLanes {
   }
 
  private:
-  void open();  // at the first batch: CUDA is touched lazily
-  NodeHeader* header_;
+  void open();  // at the first batch
+  const NodeHeader* header_;
   uint32_t lane_;
-  int device_;
+  int device_ = 0;
   uint8_t* memory_ = nullptr;
-  std::vector<cudaEvent_t> copied_;
 };
 
-CudaTrainerLanes::CudaTrainerLanes(NodeHeader* header, uint32_t lane)
-    : header_(header), lane_(lane), device_(lane_headers(header)[lane].device) {
+CudaTrainerLanes::CudaTrainerLanes(const NodeHeader* header, uint32_t lane)
+    : header_(header), lane_(lane) {
+  char bus_id[kPciBusIdBytes];
+  std::memcpy(bus_id, lane_headers(header)[lane].pci_bus_id, sizeof(bus_id));
   if (!cuda::torch_has_cuda()) {
-    throw OptionError("ringloader: node lanes are on GPU " + std::to_string(device_) +
+    throw OptionError("ringloader: node lanes are on GPU " +
+                      std::string(bus_id, strnlen(bus_id, sizeof(bus_id))) +
                       ", but this trainer's libtorch has no CUDA");
+  }
+  if (!memchr(bus_id, '\0', sizeof(bus_id))) {
+    throw NodeError("ringloader: node lane " + std::to_string(lane) +
+                    "'s pci_bus_id is not a string (mixed ringloader versions)");
+  }
+  // Our numbering of the lane's GPU (CUDA_VISIBLE_DEVICES may differ from
+  // the node's).
+  if (cudaDeviceGetByPCIBusId(&device_, bus_id) != cudaSuccess) {
+    cudaGetLastError();
+    throw NodeError("ringloader: node lane " + std::to_string(lane) + " is on GPU " +
+                    std::string(bus_id) + ", which this trainer does not see "
+                    "(CUDA_VISIBLE_DEVICES)");
   }
 }
 
@@ -185,23 +193,12 @@ void CudaTrainerLanes::open() {
   check(cudaIpcOpenMemHandle(reinterpret_cast<void**>(&memory_), memory,
                              cudaIpcMemLazyEnablePeerAccess),
         "opening the lane's device slots (CUDA IPC)");
-  for (uint32_t s = 0; s < header_->lane_slots; ++s) {
-    cudaIpcEventHandle_t handle;
-    cudaEvent_t event;
-    std::memcpy(&handle, lane_slots(header_, lane_)[s].copied_event, sizeof(handle));
-    check(cudaIpcOpenEventHandle(&event, handle), "opening a copied event");
-    copied_.push_back(event);
-  }
 }
 
 torch::Tensor CudaTrainerLanes::wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                                      torch::ScalarType dtype, std::function<void()> release) {
   if (!memory_) open();
-  DeviceGuard guard(device_);
-  // The batch is ordered before everything the trainer enqueues next on
-  // its current stream, without a host wait.
-  check(cudaStreamWaitEvent(cuda::current_stream(device_), copied_[slot], 0),
-        "waiting for a lane slot's copy");
+  // The node stored READY after its copy completed: nothing to wait for.
   const int index = device_;
   auto deleter = [index, release = std::move(release)](void*) {
     // The release fence is recorded on the lane's device, on the dropping
@@ -209,14 +206,15 @@ torch::Tensor CudaTrainerLanes::wrap(uint32_t slot, const std::vector<int64_t>& 
     DeviceGuard guard(index);
     release();
   };
-  return torch::from_blob(memory_ + uint64_t{slot} * header_->slot_data_bytes, sizes, deleter,
+  return torch::from_blob(memory_ + uint64_t{slot % header_->lane_slots} *
+                                        header_->slot_data_bytes,
+                          sizes, deleter,
                           torch::TensorOptions().dtype(dtype).device(device()));
 }
 
 CudaTrainerLanes::~CudaTrainerLanes() {
   if (!memory_) return;
   DeviceGuard guard(device_);
-  for (cudaEvent_t event : copied_) cudaEventDestroy(event);
   cudaIpcCloseMemHandle(memory_);
 }
 
@@ -242,7 +240,7 @@ std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader* header, bool explici
   return std::make_unique<CudaNodeLanes>(header);
 }
 
-std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(NodeHeader* header, uint32_t lane) {
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const NodeHeader* header, uint32_t lane) {
   return std::make_unique<CudaTrainerLanes>(header, lane);
 }
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/shard_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -15,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/data/shard_cache_folder.h"
 #include "loader/data/tar_walk.h"
 #include "ringloader/errors.h"
 
@@ -23,6 +23,7 @@ namespace {
 
 constexpr size_t kStderrTail = 600;
 const char kShard[] = ".shard";
+constexpr size_t kBufferBytes = 1 << 20;  // one read from the command
 
 std::string errno_text() { return std::strerror(errno); }
 
@@ -33,11 +34,6 @@ uint64_t fnv1a(const std::string& text) {
     hash *= 1099511628211ull;
   }
   return hash;
-}
-
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() &&
-         text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 // Closes a descriptor (and with it its flock) when the scope ends.
@@ -52,39 +48,40 @@ struct Fd {
   int release() { return std::exchange(fd, -1); }
 };
 
-void make_dirs(const std::string& dir) {
-  for (size_t at = 1; at <= dir.size(); ++at) {
-    if (at != dir.size() && dir[at] != '/') continue;
-    std::string part = dir.substr(0, at);
-    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST) {
-      throw IoError("ringloader: cannot create the shard cache folder " + dir + ": " +
-                    errno_text());
-    }
-  }
-  struct stat info {};
-  if (stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    throw IoError("ringloader: shard cache " + dir + " is not a folder");
-  }
-}
-
 void flock_retrying(int fd, int operation) {
   while (flock(fd, operation) != 0) {
     if (errno != EINTR) throw IoError("ringloader: flock: " + errno_text());
   }
 }
 
+// The disk (or the user's quota) is full: room can be made by evicting.
+class DiskFull : public IoError {
+ public:
+  DiskFull(const std::string& what, uint64_t bytes_needed)
+      : IoError(what), bytes_needed_(bytes_needed) {}
+  uint64_t bytes_needed() const { return bytes_needed_; }
+
+ private:
+  uint64_t bytes_needed_;
+};
+
+bool disk_full(int error) { return error == ENOSPC || error == EDQUOT; }
+
 void write_all(int fd, const uint8_t* data, size_t n, const std::string& what) {
   while (n > 0) {
     ssize_t put = ::write(fd, data, n);
     if (put < 0 && errno == EINTR) continue;
+    if (put < 0 && disk_full(errno)) {
+      throw DiskFull("cannot write " + what + ": " + errno_text(), 0);
+    }
     if (put < 0) throw IoError("cannot write " + what + ": " + errno_text());
     data += put;
     n -= static_cast<size_t>(put);
   }
 }
 
-std::string read_tail(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+std::string read_tail(const CacheFolder& folder, const std::string& name) {
+  Fd fd(folder.open(name, O_RDONLY));
   if (fd.fd < 0) return "";
   struct stat info {};
   fstat(fd.fd, &info);
@@ -109,8 +106,14 @@ ShardCache::ShardCache(ShardCacheOptions options) : options_(std::move(options))
     throw OptionError("ringloader: cache_limit_bytes must be positive");
   }
   while (options_.dir.size() > 1 && options_.dir.back() == '/') options_.dir.pop_back();
-  make_dirs(options_.dir);
+  folder_ = std::make_shared<CacheFolder>(options_.dir);
+  // What killed fetchers left, and copies over a limit lowered since.
+  folder_->upkeep(options_.limit_bytes, "");
 }
+
+ShardCache::~ShardCache() = default;
+
+int64_t ShardCache::stale_parts_removed() const { return folder_->stale_parts_removed(); }
 
 bool ShardCache::caches(const std::string& url) const {
   return is_pipe_url(url) || options_.cache_local;
@@ -130,18 +133,14 @@ std::string ShardCache::name_for(const std::string& url) {
   return std::string(hash) + "-" + tail;
 }
 
-std::string ShardCache::path(const std::string& url, const char* suffix) const {
-  return options_.dir + "/" + name_for(url) + suffix;
-}
-
 int ShardCache::open_cached(const std::string& url) const {
-  int fd = ::open(path(url, kShard).c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = folder_->open(name_for(url) + kShard, O_RDONLY);
   if (fd >= 0) futimens(fd, nullptr);  // its last use, for LRU eviction
   return fd;
 }
 
 int ShardCache::open_lock(const std::string& url) const {
-  int fd = ::open(path(url, ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  int fd = folder_->open(name_for(url) + ".lock", O_RDWR | O_CREAT);
   if (fd < 0) {
     throw IoError("ringloader: shard cache " + options_.dir + ": " + errno_text());
   }
@@ -168,11 +167,11 @@ std::shared_ptr<FileInput> ShardCache::open(const std::string& url,
   auto input = std::make_unique<FileInput>(fd, url + " (cached in " + options_.dir + ")");
   const int held = lock.release();
   return std::shared_ptr<FileInput>(
-      input.release(), [held, options = options_](FileInput* copy) {
+      input.release(), [held, folder = folder_, limit = options_.limit_bytes](FileInput* copy) {
         delete copy;
         close(held);  // releases the shared lock: the copy may be evicted now
         // Copies kept past the limit while in use go now.
-        evict(options, "");
+        folder->upkeep(limit, "");
       });
 }
 
@@ -184,15 +183,23 @@ bool ShardCache::prefetch(const std::string& url, uint64_t expected_bytes) {
 
 int ShardCache::fetch_locked(const std::string& url, uint64_t expected_bytes) {
   std::string last_error;
-  for (int attempt = 1; attempt <= options_.fetch_attempts; ++attempt) {
+  for (int attempt = 1; attempt <= options_.fetch_attempts;) {
     try {
       uint64_t bytes = fetch_once(url, expected_bytes);
       fetches_.fetch_add(1, std::memory_order_relaxed);
       bytes_fetched_.fetch_add(bytes, std::memory_order_relaxed);
       int fd = open_cached(url);  // opened under the lock: eviction waits
-      evict(options_, name_for(url));
+      folder_->upkeep(options_.limit_bytes, name_for(url));
       if (fd < 0) throw IoError("cannot open the copy: " + errno_text());
       return fd;
+    } catch (const DiskFull& full) {
+      last_error = full.what();
+      // Each pass that makes room deletes a file, so this ends; a retry
+      // after one is not a failed attempt (nothing was wrong with the shard).
+      if (folder_->upkeep(options_.limit_bytes, name_for(url), full.bytes_needed()) > 0) {
+        continue;
+      }
+      last_error += " (and no cached copy that no reader holds is left to evict)";
     } catch (const IoError& error) {
       last_error = error.what();
     }
@@ -201,6 +208,7 @@ int ShardCache::fetch_locked(const std::string& url, uint64_t expected_bytes) {
       for (int i = 1; i < attempt; ++i) wait_s *= 4;
       std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
     }
+    ++attempt;
   }
   // The URL is named once (messages travel in a 400-byte slot field).
   for (const std::string& prefix : {"ringloader: shard " + url + ": ", "shard " + url + ": "}) {
@@ -212,35 +220,55 @@ int ShardCache::fetch_locked(const std::string& url, uint64_t expected_bytes) {
 }
 
 uint64_t ShardCache::fetch_once(const std::string& url, uint64_t expected_bytes) {
-  const std::string part = path(url, ".part");
-  const std::string err = path(url, ".err");
-  Fd out(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (out.fd < 0) throw IoError("cannot create " + part + ": " + errno_text());
-  uint64_t total = 0;
+  const std::string stem = name_for(url);
+  const std::string part = stem + ".part", err = stem + ".err";
+  const std::string part_path = options_.dir + "/" + part;
+  // Under the shard's exclusive lock no one else writes these names: any
+  // left are a killed fetcher's. Created anew (O_EXCL, never through a
+  // symlink), so a file or link planted there is never written through.
+  if (folder_->remove(part)) folder_->count_stale_part();
+  folder_->remove(err);
+  Fd out(folder_->open(part, O_WRONLY | O_CREAT | O_EXCL));
+  if (out.fd < 0) {
+    const bool full = disk_full(errno);
+    const std::string why = errno_text();
+    if (full) {
+      throw DiskFull("cannot create " + part_path + ": " + why,
+                     std::max<uint64_t>(expected_bytes, 1));
+    }
+    throw IoError("cannot create " + part_path + ": " + why);
+  }
+  uint64_t total = 0, read_bytes = 0;
   try {
-    Fd err_fd(is_pipe_url(url)
-                  ? ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666)
-                  : -1);
+    Fd err_fd(is_pipe_url(url) ? folder_->open(err, O_WRONLY | O_CREAT | O_EXCL) : -1);
     std::unique_ptr<ShardInput> input;
     if (is_pipe_url(url)) input = std::make_unique<PipeInput>(url, err_fd.fd);
     else input = std::make_unique<FileInput>(url);
-    std::vector<uint8_t> buffer(1 << 20);
+    std::vector<uint8_t> buffer(kBufferBytes);
     for (;;) {
       size_t got = input->read(buffer.data(), buffer.size());  // throws on a bad exit
-      write_all(out.fd, buffer.data(), got, part);
+      read_bytes += got;
+      write_all(out.fd, buffer.data(), got, part_path);
       total += got;
       if (got < buffer.size()) break;
     }
+  } catch (const DiskFull& full) {
+    folder_->remove(part);
+    folder_->remove(err);
+    // Room for the whole shard when the index knows its size, else for
+    // what the command gave so far (if it gives more, a later pass evicts
+    // more).
+    throw DiskFull(full.what(), std::max(expected_bytes, read_bytes));
   } catch (const IoError& error) {
-    std::string stderr_text = read_tail(err);
-    unlink(part.c_str());
-    unlink(err.c_str());
+    std::string stderr_text = read_tail(*folder_, err);
+    folder_->remove(part);
+    folder_->remove(err);
     throw IoError(std::string(error.what()) +
                   (stderr_text.empty() ? "" : "; its stderr ends: " + stderr_text));
   }
-  unlink(err.c_str());
+  folder_->remove(err);
   auto fail = [&](const std::string& why) {
-    unlink(part.c_str());
+    folder_->remove(part);
     throw IoError("shard " + url + ": " + why);
   };
   if (expected_bytes > 0 && total != expected_bytes) {
@@ -251,60 +279,27 @@ uint64_t ShardCache::fetch_once(const std::string& url, uint64_t expected_bytes)
   // end block (a stream cut between two members would pass otherwise).
   bool saw_end = false;
   try {
-    FileInput check(part);
+    FileInput check(folder_->open(part, O_RDONLY), part_path);
     walk_tar(check, url, [](const std::string&) { return false; },
              [](TarMember&&) {}, &saw_end);
   } catch (const IoError& error) {
     fail(std::string("the fetched copy is not a whole tar: ") + error.what());
   }
   if (!saw_end) fail("the fetched copy has no end-of-archive block (cut short)");
-  if (fsync(out.fd) != 0) fail("fsync failed: " + errno_text());
-  if (rename(part.c_str(), path(url, kShard).c_str()) != 0) {
+  if (fsync(out.fd) != 0) {
+    const bool full = disk_full(errno);
+    const std::string why = errno_text();
+    if (full) {
+      folder_->remove(part);
+      throw DiskFull("fsync of " + part_path + " failed: " + why, total);
+    }
+    fail("fsync failed: " + why);
+  }
+  if (!folder_->rename(part, stem + kShard)) {
     fail("cannot rename the copy into place: " + errno_text());
   }
-  Fd dir(::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir.fd >= 0) fsync(dir.fd);  // the rename survives a crash
+  folder_->sync();  // the rename survives a crash
   return total;
-}
-
-// Deletes least recently used copies until the folder fits the limit.
-// A copy whose lock is held (being fetched, or open in a reader) is
-// skipped; `keep` (just fetched) too.
-void ShardCache::evict(const ShardCacheOptions& options_, const std::string& keep) {
-  Fd guard(::open((options_.dir + "/.evict.lock").c_str(),
-                  O_RDWR | O_CREAT | O_CLOEXEC, 0666));
-  if (guard.fd < 0) return;
-  flock_retrying(guard.fd, LOCK_EX);
-  struct Copy {
-    std::string stem;
-    uint64_t bytes;
-    int64_t used_ns;
-  };
-  std::vector<Copy> copies;
-  uint64_t total = 0;
-  DIR* dir = opendir(options_.dir.c_str());
-  if (!dir) return;
-  while (dirent* entry = readdir(dir)) {
-    std::string name = entry->d_name;
-    if (!ends_with(name, kShard)) continue;
-    struct stat info {};
-    if (stat((options_.dir + "/" + name).c_str(), &info) != 0) continue;
-    std::string stem = name.substr(0, name.size() - (sizeof(kShard) - 1));
-    copies.push_back({stem, static_cast<uint64_t>(info.st_size),
-                      info.st_mtim.tv_sec * 1'000'000'000LL + info.st_mtim.tv_nsec});
-    total += static_cast<uint64_t>(info.st_size);
-  }
-  closedir(dir);
-  std::sort(copies.begin(), copies.end(),
-            [](const Copy& a, const Copy& b) { return a.used_ns < b.used_ns; });
-  for (const Copy& copy : copies) {
-    if (total <= options_.limit_bytes) break;
-    if (copy.stem == keep) continue;
-    Fd lock(::open((options_.dir + "/" + copy.stem + ".lock").c_str(),
-                   O_RDWR | O_CLOEXEC));
-    if (lock.fd < 0 || flock(lock.fd, LOCK_EX | LOCK_NB) != 0) continue;
-    if (unlink((options_.dir + "/" + copy.stem + kShard).c_str()) == 0) total -= copy.bytes;
-  }
 }
 
 }  // namespace ringloader::data

@@ -12,14 +12,21 @@
 //                 shard and the others wait for it; shared while a reader
 //                 has the copy open, so it is not evicted under its reader
 //                 (the evictor takes it exclusively, without waiting)
-//   .evict.lock   flock: one eviction pass at a time
+//   .evict.lock   flock: one upkeep pass (eviction, leftovers) at a time
 // A copy is used only after the command exited 0, the bytes were fsynced,
 // the tar walked to its end block (and its size matched the index when the
 // index knows it), and the rename into place: nothing half-written is ever
 // read as a shard. LRU: a copy's mtime is its last use; when the folder
 // holds more than limit_bytes, the oldest copies that no reader holds open
 // are deleted (so the folder can exceed the limit by the copies in use;
-// a reader closing a copy runs the pass again).
+// a reader closing a copy runs the pass again). A full disk (ENOSPC,
+// EDQUOT) while fetching evicts unused copies until the shard fits, then
+// fetches again at once; it fails only when nothing is left to evict.
+// A .part (and .err) whose lock no fetcher holds was left by a killed one:
+// the next upkeep pass, or the next fetch of that shard, removes it.
+// The folder must be this user's and writable by no one else
+// (shard_cache_folder.h); every file is opened O_NOFOLLOW, .part and .err
+// O_EXCL after removing what was there.
 //
 // Thread-safety: all methods may be called from any thread and process.
 #pragma once
@@ -32,6 +39,8 @@
 #include "loader/data/shard_input.h"
 
 namespace ringloader::data {
+
+class CacheFolder;
 
 struct ShardCacheOptions {
   std::string dir;                  // empty: no cache
@@ -46,9 +55,12 @@ struct ShardCacheOptions {
 
 class ShardCache {
  public:
-  // Creates the folder (and its parents). Throws IoError when it cannot, or
-  // OptionError for a bad limit / attempts.
+  // Creates the folder (and its parents), checks who may write it
+  // (shard_cache_folder.h) and removes what killed fetchers left. Throws
+  // IoError when it cannot or must not use the folder, or OptionError for a
+  // bad limit / attempts.
   explicit ShardCache(ShardCacheOptions options);
+  ~ShardCache();
 
   const ShardCacheOptions& options() const { return options_; }
   // Whether `url` goes through the cache (pipe: always, local if cache_local).
@@ -71,9 +83,10 @@ class ShardCache {
   int64_t fetches() const { return fetches_.load(std::memory_order_relaxed); }
   uint64_t bytes_fetched() const { return bytes_fetched_.load(std::memory_order_relaxed); }
   int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  // .part files of killed fetchers removed by this cache's passes/fetches.
+  int64_t stale_parts_removed() const;
 
  private:
-  std::string path(const std::string& url, const char* suffix) const;
   // Opens the complete copy, touching its mtime (LRU); -1 when absent.
   int open_cached(const std::string& url) const;
   // The shard's lock file, open (not locked).
@@ -81,13 +94,13 @@ class ShardCache {
   // Under the shard's exclusive lock: fetched copy's fd, retrying.
   int fetch_locked(const std::string& url, uint64_t expected_bytes);
   // One try: command -> .part -> verify -> fsync -> rename. Returns the
-  // bytes, throws IoError with what went wrong.
+  // bytes, throws IoError with what went wrong (DiskFull, in the .cc, for
+  // a full disk).
   uint64_t fetch_once(const std::string& url, uint64_t expected_bytes);
-  // Deletes least recently used copies that nobody holds until the folder
-  // fits the limit; `keep` (a name stem) stays.
-  static void evict(const ShardCacheOptions& options, const std::string& keep);
 
   ShardCacheOptions options_;
+  // Shared with the deleters of the copies handed out, which may outlive us.
+  std::shared_ptr<CacheFolder> folder_;
   std::atomic<int64_t> fetches_{0};
   std::atomic<uint64_t> bytes_fetched_{0};
   std::atomic<int64_t> hits_{0};

@@ -16,12 +16,16 @@
 namespace ringloader::node {
 
 AttachListener::AttachListener(const std::string& name, int listen_fd,
-                               std::vector<int> shared_fds, std::vector<LaneProtocol> lanes)
+                               std::vector<int> shared_fds, std::vector<NodeLane*> lanes,
+                               LaneHeader* headers, AttachPolicy policy)
     : name_(name),
       listen_fd_(listen_fd),
       shared_fds_(std::move(shared_fds)),
       lanes_(std::move(lanes)),
-      connections_(lanes_.size(), -1) {
+      headers_(headers),
+      policy_(policy),
+      connections_(lanes_.size(), -1),
+      pidfds_(lanes_.size(), -1) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
     close(listen_fd_);
@@ -32,14 +36,19 @@ AttachListener::AttachListener(const std::string& name, int listen_fd,
 
 AttachListener::~AttachListener() {
   stopping_.store(true, std::memory_order_release);
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof(one));
+  notify();
   if (thread_.joinable()) thread_.join();
-  for (int fd : connections_) {
-    if (fd >= 0) close(fd);
+  for (size_t lane = 0; lane < lanes_.size(); ++lane) {
+    if (connections_[lane] >= 0) close(connections_[lane]);
+    if (pidfds_[lane] >= 0) close(pidfds_[lane]);
   }
   close(listen_fd_);
   close(wake_fd_);
+}
+
+void AttachListener::notify() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
 }
 
 AttachCounts AttachListener::counts() const {
@@ -49,29 +58,47 @@ AttachCounts AttachListener::counts() const {
 
 std::vector<int> AttachListener::trainer_pids() const {
   std::vector<int> pids;
-  for (const LaneProtocol& lane : lanes_) {
-    pids.push_back(lane.lane().trainer_pid.load(std::memory_order_acquire));
+  for (size_t lane = 0; lane < lanes_.size(); ++lane) {
+    pids.push_back(headers_[lane].trainer_pid.load(std::memory_order_acquire));
   }
   return pids;
 }
 
 void AttachListener::run() {
+  const size_t lanes = lanes_.size();
   while (!stopping_.load(std::memory_order_acquire)) {
-    // [wake, listen, lane 0, lane 1, ...]; a detached lane polls fd -1
-    // (ignored by poll).
+    // [wake, listen, connections..., pidfds...]; a detached lane polls fd
+    // -1 (ignored by poll).
     std::vector<pollfd> watch{{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (int fd : connections_) watch.push_back({fd, POLLRDHUP, 0});
+    for (int fd : pidfds_) watch.push_back({fd, POLLIN, 0});
     if (poll(watch.data(), watch.size(), -1) < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "ringloader: node \"%s\": poll: %s\n", name_.c_str(),
                    std::strerror(errno));
       return;
     }
-    if (watch[0].revents) return;
-    for (size_t lane = 0; lane < connections_.size(); ++lane) {
-      if (watch[lane + 2].revents & (POLLRDHUP | POLLHUP | POLLERR)) detach(lane);
+    if (watch[0].revents) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
+      if (stopping_.load(std::memory_order_acquire)) return;
+      collect_violations();
+    }
+    for (size_t lane = 0; lane < lanes; ++lane) {
+      // The trainer process died (a fork child may still hold the socket),
+      // or it closed the connection.
+      const bool died = watch[2 + lanes + lane].revents != 0;
+      const bool hung_up = (watch[2 + lane].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+      if ((died || hung_up) && connections_[lane] >= 0) detach(lane, "");
     }
     if (watch[1].revents & POLLIN) accept_trainers();
+  }
+}
+
+void AttachListener::collect_violations() {
+  for (size_t lane = 0; lane < lanes_.size(); ++lane) {
+    const std::string why = lanes_[lane]->take_violation();
+    if (!why.empty() && connections_[lane] >= 0) detach(lane, why);
   }
 }
 
@@ -82,6 +109,7 @@ void AttachListener::accept_trainers() {
     // A trainer that connects and says nothing must not stall the others.
     timeval timeout{2, 0};
     setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
     attach(socket);
   }
 }
@@ -98,7 +126,26 @@ bool AttachListener::refuse(int socket, int lane, const std::string& why) {
   return false;
 }
 
+std::string AttachListener::admitted(int socket) const {
+  const PeerCredentials peer = peer_credentials(socket);
+  if (peer.pid <= 0) return "its credentials are unknown (SO_PEERCRED)";
+  if (peer.uid == policy_.uid) return "";
+  if (policy_.group_allowed && peer_in_group(socket, policy_.group)) return "";
+  return "pid " + std::to_string(peer.pid) + " runs as uid " + std::to_string(peer.uid) +
+         ", the node as uid " + std::to_string(policy_.uid) +
+         (policy_.group_allowed ? " and it is not in group " + std::to_string(policy_.group)
+                                : " (NodeOptions::allow_group admits a group)");
+}
+
 void AttachListener::attach(int socket) {
+  // Who first: another user's process learns nothing, not even the lanes.
+  const std::string refusal = admitted(socket);
+  if (!refusal.empty()) {
+    std::fprintf(stderr, "ringloader: node \"%s\": refused a trainer: %s\n", name_.c_str(),
+                 refusal.c_str());
+    refuse(socket, -1, "not allowed to attach: " + refusal);
+    return;
+  }
   AttachRequest request{};
   std::vector<int> unexpected_fds;
   const bool received = receive_message(socket, &request, sizeof(request), &unexpected_fds);
@@ -123,12 +170,20 @@ void AttachListener::attach(int socket) {
   // A trainer that left and attaches again at once (a refused attach
   // retried) may connect while this thread still accepts, before run()
   // polled its hang-up.
-  if (connections_[lane] >= 0 && peer_gone(connections_[lane])) detach(static_cast<size_t>(lane));
+  if (connections_[lane] >= 0 && peer_gone(connections_[lane])) detach(static_cast<size_t>(lane), "");
   if (connections_[lane] >= 0) {
-    const int holder = lanes_[lane].lane().trainer_pid.load(std::memory_order_acquire);
+    const int holder = headers_[lane].trainer_pid.load(std::memory_order_acquire);
     refuse(socket, lane, "trainer " + std::to_string(lane) + " is attached by pid " +
                              std::to_string(holder) + "; each trainer needs its own lane "
                              "(LOCAL_RANK)");
+    return;
+  }
+  const int pid = peer_pid(socket);
+  int control_fd;
+  try {
+    control_fd = lanes_[lane]->attach();
+  } catch (const std::exception& error) {
+    refuse(socket, lane, error.what());
     return;
   }
   AttachReply reply{};
@@ -136,40 +191,59 @@ void AttachListener::attach(int socket) {
   reply.accepted = 1;
   reply.lane = lane;
   reply.node_pid = getpid();
+  std::vector<int> fds{shared_fds_[0], control_fd};
+  if (shared_fds_.size() > 1) fds.push_back(shared_fds_[1]);
   // Counted before the pid shows: whoever sees the pid in trainer_pids()
   // sees the attach in counts() too.
-  count_attach(+1);
-  lanes_[lane].lane().trainer_pid.store(peer_pid(socket), std::memory_order_release);
-  if (!send_message(socket, &reply, sizeof(reply), shared_fds_)) {
-    lanes_[lane].lane().trainer_pid.store(0, std::memory_order_release);
-    count_attach(-1);
-    close(socket);
-    return;
-  }
+  count(+1, 0);
+  headers_[lane].trainer_pid.store(pid, std::memory_order_release);
   connections_[lane] = socket;
+  pidfds_[lane] = peer_pidfd(socket, pid);
+  if (!send_message(socket, &reply, sizeof(reply), fds)) {
+    detach(static_cast<size_t>(lane), "");
+    count(-1, -1);
+  }
 }
 
-void AttachListener::count_attach(int change) {
+void AttachListener::count(int attaches, int detaches) {
   std::lock_guard<std::mutex> lock(mutex_);
-  counts_.attaches += change;
+  counts_.attaches += attaches;
+  counts_.detaches += detaches;
 }
 
-void AttachListener::detach(size_t lane) {
+void AttachListener::detach(size_t lane, const std::string& violation) {
+  const int pid = headers_[lane].trainer_pid.load(std::memory_order_acquire);
+  std::string why = violation;
+  if (!why.empty()) {
+    // Tell it why before it sees the connection close.
+    AttachReply notice{};
+    notice.magic = kAttachMagic;
+    notice.lane = static_cast<int32_t>(lane);
+    notice.node_pid = getpid();
+    std::snprintf(notice.message, sizeof(notice.message),
+                  "detached for a lane protocol violation: %s", why.c_str());
+    send(connections_[lane], &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
   close(connections_[lane]);
   connections_[lane] = -1;
-  const int pid = lanes_[lane].lane().trainer_pid.load(std::memory_order_acquire);
-  // The connection closes only once the trainer released everything or is
-  // dead, so what it still holds is a dead trainer's.
-  const int reclaimed = lanes_[lane].reclaim();
-  {
-    // Counted before the pid clears: whoever sees the lane free in
-    // trainer_pids() sees its reclaimed slots in counts() too.
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++counts_.detaches;
-    counts_.reclaimed_slots += reclaimed;
+  if (pidfds_[lane] >= 0) close(pidfds_[lane]);
+  pidfds_[lane] = -1;
+  // The trainer is dead, or released everything before it closed; a fork
+  // child of it may live on, but the node never reads that control again.
+  int reclaimed = 0;
+  if (why.empty() && !lanes_[lane]->detach(&reclaimed, &why)) {
+    // Its last words were no honest trainer's: counted by the lane.
   }
-  lanes_[lane].lane().trainer_pid.store(0, std::memory_order_release);
-  if (reclaimed > 0) {
+  // Counted before the pid clears: whoever sees the lane free in
+  // trainer_pids() sees its reclaimed slots in the counts too.
+  count(0, 1);
+  headers_[lane].trainer_pid.store(0, std::memory_order_release);
+  if (!why.empty()) {
+    std::fprintf(stderr,
+                 "ringloader: node \"%s\": trainer %zu (pid %d) detached for a lane protocol "
+                 "violation: %s; the lane drops its batches until a trainer attaches\n",
+                 name_.c_str(), lane, pid, why.c_str());
+  } else if (reclaimed > 0) {
     std::fprintf(stderr,
                  "ringloader: node \"%s\": trainer %zu (pid %d) left holding %d slot(s); "
                  "reclaimed (its batches are lost to that lane)\n",

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The node's attach thread: accepts trainers on the node's socket, gives
-// each its lane (and the region's memfd), and watches their connections.
-// A connection that closes (the trainer exited, was killed, or dropped its
-// AttachedLoader and every batch of it) detaches the lane and reclaims the
-// slots it held, so the node's serve thread never waits on a dead trainer.
+// The node's attach thread: accepts trainers on the node's socket, checks
+// who they are (SO_PEERCRED: the node's uid, or a member of the allowed
+// group), gives each its lane (the read-only region, a fresh control memfd,
+// the read-only ring) and watches them. The lane is detached when the
+// trainer process dies (its pidfd: a fork child that inherited the socket
+// does not keep a dead trainer's lane), when its connection closes (it
+// dropped its AttachedLoader and every batch), or when its lane found a
+// protocol violation (node_lane.h); the slots it held are reclaimed, so the
+// node's serve thread never waits on a dead or hostile trainer.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "loader/node/lane_protocol.h"
+#include "loader/node/node_lane.h"
 #include "loader/node/node_layout.h"
 
 namespace ringloader::node {
@@ -21,22 +27,30 @@ namespace ringloader::node {
 struct AttachCounts {
   int64_t attaches = 0;
   int64_t detaches = 0;
-  int64_t reclaimed_slots = 0;
+};
+
+// Who may attach: the node's own uid, and members of `group` if set.
+struct AttachPolicy {
+  uid_t uid = 0;
+  bool group_allowed = false;
+  gid_t group = 0;
 };
 
 class AttachListener {
  public:
   // Takes `listen_fd` (node_socket.h's listen_on(name)) and starts the
-  // thread. `shared_fds` (the region's memfd, then for host lanes the
-  // ring's) are sent to each trainer, not owned; `lanes` are the lanes'
-  // protocols.
+  // thread. `shared_fds` (the region's read-only memfd, then for host lanes
+  // the ring's) are sent to each trainer, not owned; `lanes` and `headers`
+  // (the region's LaneHeaders) outlive the listener.
   AttachListener(const std::string& name, int listen_fd, std::vector<int> shared_fds,
-                 std::vector<LaneProtocol> lanes);
+                 std::vector<NodeLane*> lanes, LaneHeader* headers, AttachPolicy policy);
   // Stops the thread and closes every connection (trainers see the node go).
   ~AttachListener();
   AttachListener(const AttachListener&) = delete;
   AttachListener& operator=(const AttachListener&) = delete;
 
+  // Any thread, async-signal-safe: wakes the thread to collect violations.
+  void notify();
   // Any thread.
   AttachCounts counts() const;
   std::vector<int> trainer_pids() const;
@@ -45,16 +59,21 @@ class AttachListener {
   void run();
   void accept_trainers();
   void attach(int socket);
-  void count_attach(int change);
-  void detach(size_t lane);
+  void count(int attaches, int detaches);
+  void detach(size_t lane, const std::string& violation);
+  void collect_violations();
   bool refuse(int socket, int lane, const std::string& why);
+  std::string admitted(int socket) const;  // empty, or why not
 
   std::string name_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: stop
+  int wake_fd_ = -1;  // eventfd: stop, or a lane's violation
   std::vector<int> shared_fds_;
-  std::vector<LaneProtocol> lanes_;
+  std::vector<NodeLane*> lanes_;
+  LaneHeader* headers_;
+  AttachPolicy policy_;
   std::vector<int> connections_;  // per lane, -1 when detached
+  std::vector<int> pidfds_;       // per lane: the trainer process, -1 when none
   mutable std::mutex mutex_;      // counts_
   AttachCounts counts_;
   std::atomic<bool> stopping_{false};

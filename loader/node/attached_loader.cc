@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A trainer's side of one lane: connect, map the node's region, then lease
 // the lane's batches in order through the slots' state words.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -8,9 +9,11 @@
 
 #include <torch/torch.h>
 
+#include "loader/node/attach_checks.h"
 #include "loader/node/lane_memory.h"
 #include "loader/node/lane_protocol.h"
 #include "loader/node/node_layout.h"
+#include "loader/node/node_memory.h"
 #include "loader/node/node_socket.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/held_batches.h"
@@ -37,24 +40,40 @@ int lane_from_environment() {
   return static_cast<int>(value);
 }
 
-// The connection, the mapping and the lane memory: shared by the
+// The connection, the mappings and the lane memory: shared by the
 // AttachedLoader and every live batch, so the lane stays attached (and its
 // slots mapped) until the last batch is gone.
 struct Attachment {
   std::string name;
+  std::string who;  // "node \"name\" (pid N)", for messages
   int socket = -1;
   int lane = 0;
   int node_pid = 0;
-  ring::SharedRegion region;
-  ring::SharedRegion ring;  // host lanes: the node's ring, where batches live
-  std::unique_ptr<node::LaneProtocol> protocol;
+  // The process that attached: a fork child's copies of batches never hand
+  // slots back, or the node would overwrite the parent's batches.
+  int owner_pid = getpid();
+  node::Mapping region;     // read-only
+  ring::SharedRegion control;  // this lane's words: ours to write
+  // Host lanes: the node's ring, private copy-on-write over a read-only
+  // descriptor (batches are writable; the node's ring never is).
+  node::Mapping ring;
+  std::unique_ptr<node::TrainerLane> protocol;
   std::unique_ptr<node::TrainerLanes> lanes;
   // Hands slots back to the node; with CUDA lanes only once the GPU work
   // that the dropping thread enqueued before the last tensor died is done.
   std::unique_ptr<trainer::SlotReleaser> releaser;
 
-  NodeHeader* header() const { return static_cast<NodeHeader*>(region.data()); }
+  const NodeHeader* header() const { return static_cast<const NodeHeader*>(region.data()); }
+  bool owned_here() const { return getpid() == owner_pid; }
   ~Attachment() {
+    if (!owned_here()) {
+      // A fork child: the lane, its fences and its GPU mapping are the
+      // parent's; only our descriptors close.
+      if (releaser) (void)releaser.release();  // the parent's queue, not ours to run
+      if (lanes) (void)lanes.release();  // CUDA state is unusable in a child
+      if (socket >= 0) close(socket);
+      return;
+    }
     // Every slot handed back before the node sees us go: it would reclaim
     // a still-leased slot under GPU work of ours that reads it.
     if (releaser) releaser->flush_all();
@@ -63,71 +82,93 @@ struct Attachment {
   }
 };
 
-// Maps the region (fds[0]) and, for host lanes, the ring (fds[1]); takes
-// the descriptors.
+// Maps the region (fds[0], read-only), the lane's control (fds[1]) and, for
+// host lanes, the ring (fds[2], copy-on-write); takes the descriptors and checks
+// everything the node wrote before it is used.
 void map_shared(Attachment& attachment, std::vector<int>& fds) {
-  const std::string mixed = "ringloader: node \"" + attachment.name +
-                            "\" shares a region of another layout (mixed ringloader versions)";
-  attachment.region = ring::SharedRegion::attach(fds[0]);
-  fds[0] = -1;
-  const NodeHeader* header = attachment.header();
-  if (attachment.region.size() < sizeof(NodeHeader) || header->magic != node::kNodeMagic ||
-      header->layout_version != node::kNodeLayoutVersion ||
-      header->total_bytes != attachment.region.size()) {
+  const std::string& who = attachment.who;
+  if (fds.size() < 2) {
     node::close_all(&fds);
-    throw NodeError(mixed);
+    throw NodeError("ringloader: " + who + " sent " + std::to_string(fds.size()) +
+                    " descriptors (mixed ringloader versions)");
   }
-  if (header->device != static_cast<uint32_t>(node::LaneDevice::kHost)) return;
-  if (fds.size() != 2) {
-    node::close_all(&fds);
-    throw NodeError(mixed);
+  const int region_fd = fds[0], control_fd = fds[1];
+  const int ring_fd = fds.size() > 2 ? fds[2] : -1;
+  for (size_t i = 3; i < fds.size(); ++i) close(fds[i]);
+  fds.clear();
+  try {
+    attachment.region = node::map_read_only(region_fd, who + "'s region");
+  } catch (...) {
+    close(control_fd);
+    if (ring_fd >= 0) close(ring_fd);
+    throw;
   }
-  attachment.ring = ring::SharedRegion::attach(fds[1]);
-  fds[1] = -1;
-  if (attachment.ring.size() != header->ring_bytes) throw NodeError(mixed);
+  try {
+    attachment.control = ring::SharedRegion::attach(control_fd);
+  } catch (const std::exception& error) {
+    if (ring_fd >= 0) close(ring_fd);
+    throw NodeError("ringloader: " + who + "'s lane control: " + error.what());
+  }
+  const NodeHeader& header = *attachment.header();
+  const bool host = attachment.region.size() >= sizeof(NodeHeader) &&
+                    header.device == static_cast<uint32_t>(node::LaneDevice::kHost);
+  if (host && ring_fd < 0) {
+    throw NodeError("ringloader: " + who + " sent no ring for its host lanes "
+                    "(mixed ringloader versions)");
+  }
+  if (ring_fd >= 0) {
+    if (!host) close(ring_fd);
+    else attachment.ring = node::map_copy_on_write(ring_fd, who + "'s ring");
+  }
+  node::check_node_header(header, attachment.region.size(), attachment.ring.size(),
+                          attachment.lane, who);
+  node::check_control(*static_cast<const node::ControlHeader*>(attachment.control.data()),
+                      attachment.control.size(), attachment.lane, header.lane_slots, who);
 }
 
 std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
-                                         double timeout_s) {
+                                         const AttachOptions& options) {
   auto attachment = std::make_shared<Attachment>();
   attachment->name = name;
   attachment->lane = lane;
-  attachment->socket = node::connect_to(name, timeout_s);
+  attachment->socket = node::connect_to(name, options.connect_timeout_s);
+  // Who is there, before a byte of theirs is used.
+  attachment->node_pid = node::check_node_peer(attachment->socket, options.node_uid,
+                                               "node \"" + name + "\"");
+  attachment->who = "node \"" + name + "\" (pid " + std::to_string(attachment->node_pid) + ")";
   node::AttachRequest request{node::kAttachMagic, node::kAttachVersion, lane, 0};
   node::AttachReply reply{};
   std::vector<int> fds;
   if (!node::send_message(attachment->socket, &request, sizeof(request)) ||
       !node::receive_message(attachment->socket, &reply, sizeof(reply), &fds) ||
       reply.magic != node::kAttachMagic) {
-    throw NodeError("ringloader: node \"" + name + "\" closed the connection while trainer " +
-                    std::to_string(lane) + " attached");
+    throw NodeError("ringloader: " + attachment->who +
+                    " closed the connection while trainer " + std::to_string(lane) +
+                    " attached");
   }
   if (!reply.accepted || fds.empty()) {
     node::close_all(&fds);
-    throw NodeError("ringloader: node \"" + name + "\" refused trainer " +
+    throw NodeError("ringloader: " + attachment->who + " refused trainer " +
                     std::to_string(lane) + ": " +
                     std::string(reply.message, strnlen(reply.message, sizeof(reply.message))));
   }
-  attachment->node_pid = reply.node_pid;
   map_shared(*attachment, fds);
-  NodeHeader* header = attachment->header();
-  node::NodeGeometry geometry{header->lane_count, header->lane_slots, header->batch_size,
-                              header->data_bytes,
-                              header->device == static_cast<uint32_t>(node::LaneDevice::kHost)};
-  auto* base = static_cast<uint8_t*>(attachment->region.data());
-  auto* lane_header =
-      reinterpret_cast<node::LaneHeader*>(base + geometry.lane_headers_offset()) + lane;
-  auto* slots = reinterpret_cast<node::LaneSlot*>(base + geometry.slots_offset()) +
-                uint64_t{static_cast<uint32_t>(lane)} * header->lane_slots;
-  attachment->protocol =
-      std::make_unique<node::LaneProtocol>(*lane_header, slots, header->lane_slots);
+  const NodeHeader* header = attachment->header();
+  const node::NodeGeometry geometry{
+      header->lane_count, header->lane_slots, header->batch_size, header->data_bytes,
+      header->device == static_cast<uint32_t>(node::LaneDevice::kHost)};
+  auto* base = static_cast<const uint8_t*>(attachment->region.data());
+  auto* slots = reinterpret_cast<const node::LaneSlot*>(base + geometry.slots_offset()) +
+                uint64_t{static_cast<uint32_t>(lane)} * geometry.slots;
+  attachment->protocol = std::make_unique<node::TrainerLane>(
+      *static_cast<node::ControlHeader*>(attachment->control.data()), slots, geometry.slots);
   attachment->lanes =
       geometry.host_lanes
           ? node::make_host_trainer_lanes(*attachment->protocol,
                                           static_cast<uint8_t*>(attachment->ring.data()),
                                           attachment->ring.size())
-          : node::make_cuda_trainer_lanes(header, lane);
-  node::LaneProtocol* protocol = attachment->protocol.get();
+          : node::make_cuda_trainer_lanes(header, static_cast<uint32_t>(lane));
+  node::TrainerLane* protocol = attachment->protocol.get();
   attachment->releaser = std::make_unique<trainer::SlotReleaser>(
       [protocol](uint64_t lane_batch) { protocol->release(lane_batch); });
   if (!geometry.host_lanes) attachment->releaser->set_fences(trainer::make_cuda_fence_source());
@@ -140,14 +181,14 @@ class AttachedLoader::Impl {
  public:
   Impl(const std::string& name, AttachOptions options) : options_(options) {
     const int lane = options.trainer >= 0 ? options.trainer : lane_from_environment();
-    attachment_ = connect_lane(name, lane, options.connect_timeout_s);
+    attachment_ = connect_lane(name, lane, options);
     const NodeHeader* h = attachment_->header();
     shape_.channels = h->channels;
     shape_.height = h->height;
     shape_.width = h->width;
     shape_.dtype = static_cast<DType>(h->dtype);
     shape_.layout = static_cast<Layout>(h->layout);
-    cursor_ = attachment_->protocol->lane().next_lease.load(std::memory_order_acquire);
+    cursor_ = attachment_->protocol->next_lease();  // the node set it: ours from now on
     next_epoch_ = h->first_epoch;
   }
 
@@ -183,7 +224,7 @@ class AttachedLoader::Impl {
   void wait_ready(uint64_t lane_batch, const std::function<void()>& check);
   bool spill_holder(uint64_t lane_batch);
   [[noreturn]] void node_gone() const;
-  Batch lease(uint64_t lane_batch);
+  Batch lease(uint64_t lane_batch, const node::LaneSlot& slot);
 
   AttachOptions options_;
   std::shared_ptr<Attachment> attachment_;
@@ -202,6 +243,12 @@ class AttachedLoader::Impl {
 };
 
 std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& check) {
+  if (!attachment_->owned_here()) {
+    throw NodeError("ringloader: trainer " + std::to_string(lane()) + " of " +
+                    attachment_->who + " is attached by pid " +
+                    std::to_string(attachment_->owner_pid) +
+                    "; a fork child cannot take batches from its lane");
+  }
   if (!open_) begin_epoch();
   if (next_index_ >= per_epoch()) {
     open_ = false;
@@ -209,7 +256,9 @@ std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& che
   }
   for (;;) {
     wait_ready(cursor_, check);
-    const node::LaneSlot& slot = attachment_->protocol->slot_for(cursor_);
+    // One copy, checked: the node may be another build.
+    const node::LaneSlot slot = attachment_->protocol->slot_for(cursor_);
+    node::check_slot(slot, cursor_, *attachment_->header(), lane(), attachment_->who);
     if (adopt_position_) {
       // No set_epoch: go on where the lane is (a trainer that re-attached
       // mid-epoch continues that epoch).
@@ -233,7 +282,7 @@ std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& che
       continue;
     }
     next_index_ = slot.index + 1;
-    return lease(cursor_++);
+    return lease(cursor_++, slot);
   }
 }
 
@@ -242,18 +291,21 @@ std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& che
 // epoch skips ahead): the node can never fill it. Like Loader, copy that
 // batch out of the slot (its tensors follow), which releases it.
 bool AttachedLoader::Impl::spill_holder(uint64_t lane_batch) {
-  const node::LaneSlot& slot = attachment_->protocol->slot_for(lane_batch);
-  const uint32_t state = slot.state.load(std::memory_order_acquire);
-  if ((state & node::kLanePhaseMask) != node::kLaneLeased || slot.lane_batch >= lane_batch) {
+  // Our own words say which batch holds the slot: lane_batch - S, leased.
+  const node::TrainerLane& protocol = *attachment_->protocol;
+  if (lane_batch < protocol.slot_count()) return false;
+  const uint64_t holder = lane_batch - protocol.slot_count();
+  if (protocol.state_of(lane_batch) !=
+      node::lane_state(holder, protocol.slot_count(), node::kLaneLeased)) {
     return false;
   }
   // Dead already and queued behind its fence: wait for that fence instead.
-  return held_.spill(slot.lane_batch) || attachment_->releaser->flush_through(slot.lane_batch);
+  return held_.spill(holder) || attachment_->releaser->flush_through(holder);
 }
 
 void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
                                       const std::function<void()>& check) {
-  const node::LaneProtocol& protocol = *attachment_->protocol;
+  const node::TrainerLane& protocol = *attachment_->protocol;
   const auto poll_ns = static_cast<int64_t>(std::min(options_.poll_interval_s, 0.02) * 1e9);
   attachment_->releaser->poll();
   spill_holder(lane_batch);
@@ -274,8 +326,7 @@ void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
 
 void AttachedLoader::Impl::node_gone() const {
   const NodeHeader* h = attachment_->header();
-  const std::string who = "node \"" + attachment_->name + "\" (pid " +
-                          std::to_string(attachment_->node_pid) + ")";
+  const std::string& who = attachment_->who;
   const std::string waiting = "; trainer " + std::to_string(lane()) + " was waiting for batch " +
                               std::to_string(next_index_) + " of epoch " +
                               std::to_string(epoch_);
@@ -291,25 +342,37 @@ void AttachedLoader::Impl::node_gone() const {
     case NodeState::kServing:
       break;
   }
+  // A node that detached us says why before it closes the connection.
+  node::AttachReply notice{};
+  if (recv(attachment_->socket, &notice, sizeof(notice), MSG_DONTWAIT) ==
+          static_cast<ssize_t>(sizeof(notice)) &&
+      notice.magic == node::kAttachMagic && !notice.accepted) {
+    throw NodeError("ringloader: " + who + " " +
+                    std::string(notice.message, strnlen(notice.message, sizeof(notice.message))) +
+                    waiting);
+  }
   throw NodeError("ringloader: " + who + " died" + waiting);
 }
 
-Batch AttachedLoader::Impl::lease(uint64_t lane_batch) {
-  const node::LaneProtocol& protocol = *attachment_->protocol;
+Batch AttachedLoader::Impl::lease(uint64_t lane_batch, const node::LaneSlot& slot) {
+  const node::TrainerLane& protocol = *attachment_->protocol;
   protocol.lease(lane_batch);
-  const node::LaneSlot& slot = protocol.slot_for(lane_batch);
   const NodeHeader* h = attachment_->header();
-  const int64_t rows = slot.rows;
+  const int64_t rows = slot.rows;  // checked: 1..batch_size
+  // Offsets and sizes were checked against the region's size at attach.
   const uint64_t row = uint64_t{static_cast<uint32_t>(lane())} * h->lane_slots +
                        protocol.slot_index(lane_batch);
-  auto* base = static_cast<uint8_t*>(attachment_->region.data());
-  auto* targets = reinterpret_cast<int64_t*>(base + h->targets_offset) + row * h->batch_size;
-  auto* indices = reinterpret_cast<int64_t*>(base + h->indices_offset) + row * h->batch_size;
+  auto* base = static_cast<const uint8_t*>(attachment_->region.data());
+  auto* targets =
+      reinterpret_cast<const int64_t*>(base + h->targets_offset) + row * h->batch_size;
+  auto* indices =
+      reinterpret_cast<const int64_t*>(base + h->indices_offset) + row * h->batch_size;
   Batch batch;
   batch.epoch = slot.epoch;
   batch.index = slot.index;
   batch.sample_indices.assign(indices, indices + rows);
-  torch::Tensor target = torch::from_blob(targets, {rows}, torch::kInt64).clone();
+  torch::Tensor target =
+      torch::from_blob(const_cast<int64_t*>(targets), {rows}, torch::kInt64).clone();
   const torch::Device device = attachment_->lanes->device();
   batch.target = device.is_cuda() ? target.to(device) : target;
   std::vector<int64_t> sizes =
@@ -317,7 +380,8 @@ Batch AttachedLoader::Impl::lease(uint64_t lane_batch) {
           ? std::vector<int64_t>{rows, shape_.channels, shape_.height, shape_.width}
           : std::vector<int64_t>{rows, shape_.height, shape_.width, shape_.channels};
   auto release = [attachment = attachment_, lane_batch] {
-    attachment->releaser->release(lane_batch);
+    // A fork child's copy: the slot is the parent's to hand back.
+    if (attachment->owned_here()) attachment->releaser->release(lane_batch);
   };
   batch.data = attachment_->lanes->wrap(
       protocol.slot_index(lane_batch), sizes,

@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include "loader/node/lane_protocol.h"
+#include "loader/node/node_lane.h"
 #include "loader/node/node_layout.h"
 #include "ringloader/loader.h"
 
@@ -24,17 +25,21 @@ class NodeLanes {
  public:
   virtual ~NodeLanes() = default;
   // Serve thread, once before the first fill: allocates device memory and
-  // events and writes their IPC handles into the region (CUDA only).
+  // writes its IPC handles into the region (CUDA only).
   virtual void open() = 0;
   // Serve thread. Puts `batch`'s data into lane `lane`'s slot `slot`, whose
-  // state is FREE for it. Returns once the slot may be published; the host
-  // batch may be kept until its copy is done (see reap()).
-  virtual void fill(uint32_t lane, uint32_t slot, Batch batch) = 0;
-  // Serve thread. Drops host batches no longer needed: copied (CUDA) or
-  // whose lane slots are FREE again (host).
-  virtual void reap() = 0;
+  // last batch is consumed. True when the data is in place (publish it now);
+  // false when a copy is queued: reap() reports when it is done.
+  virtual bool fill(uint32_t lane, uint32_t slot, Batch batch) = 0;
+  // Serve thread. Calls `copied(lane)` for each queued copy now done, in
+  // fill order per lane, and drops host batches no longer needed: copied
+  // (CUDA) or whose lane slot's batch is consumed (host).
+  virtual void reap(const std::function<void(uint32_t lane)>& copied) = 0;
   // Batches still being copied.
   virtual size_t in_flight() const = 0;
+  // Before the destructor (CUDA): lanes whose trainer may still map the
+  // lane's memory keep it (undefined behaviour to free it under them).
+  virtual void retire(const std::vector<bool>& still_attached) { (void)still_attached; }
 };
 
 // The trainer's side: wraps a READY slot's data as a tensor.
@@ -52,19 +57,23 @@ class TrainerLanes {
 };
 
 // Host lanes over the node's ring (`ring`, `ring_bytes`: its mapping on
-// that side). The node keeps each published ring batch until its lane slot
-// is FREE again; the trainer's caller keeps the ring mapping (and the
-// TrainerLanes) alive while tensors alias it: `release` owns them.
-std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<LaneProtocol> lanes,
+// that side). The node keeps each published ring batch until its lane's
+// NodeLane says the slot's batch is consumed; the trainer's caller keeps
+// the ring mapping (and the TrainerLanes) alive while tensors alias it:
+// `release` owns them. The trainer's `ring` is a private copy-on-write
+// mapping (map_copy_on_write): its batches are writable, and a batch's
+// private pages are dropped before its slot is handed back.
+std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<NodeLane*> lanes,
                                                 const uint8_t* ring, size_t ring_bytes);
-std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const LaneProtocol& lane, uint8_t* ring,
-                                                      size_t ring_bytes);
-// `header` starts the mapped region. As above for the caller.
+std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const TrainerLane& lane,
+                                                      uint8_t* ring, size_t ring_bytes);
 // CUDA IPC lanes (OptionError without CUDA or a GPU). Lanes' devices come
 // from their LaneHeaders; unless `explicit_devices`, lane i takes GPU
 // i % (visible GPUs). The node's host batches must be page-locked for the
-// copies to be asynchronous.
+// copies to be asynchronous. The trainer finds the lane's GPU by its PCI
+// bus id (its CUDA_VISIBLE_DEVICES may number GPUs otherwise); `header`
+// is its read-only mapping, checked by the caller. As above for the caller.
 std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader* header, bool explicit_devices);
-std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(NodeHeader* header, uint32_t lane);
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const NodeHeader* header, uint32_t lane);
 
 }  // namespace ringloader::node

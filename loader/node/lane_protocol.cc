@@ -1,98 +1,124 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/node/lane_protocol.h"
 
+#include "loader/ring/futex.h"
+
 namespace ringloader::node {
 namespace {
 
-// Waits up to `timeout_ns` for `state` to hold `wanted`.
-bool wait_for(std::atomic<uint32_t>& state, uint32_t wanted, int64_t timeout_ns) {
-  uint32_t seen = state.load(std::memory_order_acquire);
-  if (seen == wanted) return true;
-  ring::futex_wait(state, seen, timeout_ns);
-  return state.load(std::memory_order_acquire) == wanted;
+std::string word_text(uint32_t word) {
+  static const char* const kPhases[] = {"FREE", "READY", "LEASED", "phase 3"};
+  return std::string(kPhases[word & kLanePhaseMask]) + " of generation " +
+         std::to_string(word >> kLanePhaseBits);
 }
 
 }  // namespace
 
-bool LaneProtocol::free_for(uint64_t lane_batch) const {
-  // Acquire: the trainer's reads of the slot (and, with CUDA, its release
-  // event's record) happen before its release store.
-  return slot_for(lane_batch).state.load(std::memory_order_acquire) ==
-         lane_state(lane_batch, slot_count_, kLaneFree);
+bool held_batch(const LaneRecord& record, uint32_t slot, uint64_t* held) {
+  if (record.filled == 0) return false;
+  const uint64_t last = record.filled - 1;
+  const uint64_t back = (last % record.slots + record.slots - slot) % record.slots;
+  if (back > last) return false;
+  *held = last - back;
+  return true;
 }
 
-bool LaneProtocol::slot_free(uint32_t index) const {
-  // Acquire: as free_for.
-  return (slots_[index].state.load(std::memory_order_acquire) & kLanePhaseMask) == kLaneFree;
+
+SlotVerdict judge_wait(uint32_t word, uint64_t wanted, uint32_t slots) {
+  if (word == lane_state(wanted, slots, kLaneFree)) return SlotVerdict::kFree;
+  if (wanted >= slots && (word == lane_state(wanted - slots, slots, kLaneReady) ||
+                          word == lane_state(wanted - slots, slots, kLaneLeased))) {
+    return SlotVerdict::kBusy;
+  }
+  return SlotVerdict::kViolation;
 }
 
-bool LaneProtocol::wait_free(uint64_t lane_batch, int64_t timeout_ns) const {
-  return wait_for(slot_for(lane_batch).state, lane_state(lane_batch, slot_count_, kLaneFree),
-                  timeout_ns);
+SlotVerdict judge_released(uint32_t word, uint64_t held, uint32_t slots) {
+  if (word == lane_state(held + slots, slots, kLaneFree)) return SlotVerdict::kFree;
+  if (word == lane_state(held, slots, kLaneReady) ||
+      word == lane_state(held, slots, kLaneLeased)) {
+    return SlotVerdict::kBusy;
+  }
+  return SlotVerdict::kViolation;
 }
 
-void LaneProtocol::publish(uint64_t lane_batch, uint32_t rows, int64_t epoch,
-                           int64_t index) const {
-  LaneSlot& slot = slot_for(lane_batch);
-  slot.rows = rows;
-  slot.lane_batch = lane_batch;
-  slot.epoch = epoch;
-  slot.index = index;
-  // Release: the fields above, the targets and the host data (or the CUDA
-  // event record that covers device data) are visible to a trainer that
-  // acquires READY.
-  slot.state.store(lane_state(lane_batch, slot_count_, kLaneReady),
-                   std::memory_order_release);
-  ring::futex_wake_all(slot.state);
-}
-
-bool LaneProtocol::ready(uint64_t lane_batch) const {
-  return slot_for(lane_batch).state.load(std::memory_order_acquire) ==
-         lane_state(lane_batch, slot_count_, kLaneReady);
-}
-
-bool LaneProtocol::wait_ready(uint64_t lane_batch, int64_t timeout_ns) const {
-  return wait_for(slot_for(lane_batch).state, lane_state(lane_batch, slot_count_, kLaneReady),
-                  timeout_ns);
-}
-
-void LaneProtocol::lease(uint64_t lane_batch) const {
-  // next_lease first: a trainer that dies between the two stores leaves a
-  // READY slot below next_lease, which reclaim() recognises as its own.
-  lane_.next_lease.store(lane_batch + 1, std::memory_order_release);
-  slot_for(lane_batch).state.store(lane_state(lane_batch, slot_count_, kLaneLeased),
-                                   std::memory_order_release);
-}
-
-void LaneProtocol::release(uint64_t lane_batch) const {
-  auto& state = slot_for(lane_batch).state;
-  // Release: every read of the slot (host) or the release event's record
-  // (device) precedes the node's acquire of FREE.
-  state.store(lane_state(lane_batch + slot_count_, slot_count_, kLaneFree),
-              std::memory_order_release);
-  ring::futex_wake_all(state);
-}
-
-int LaneProtocol::reclaim() const {
-  // The trainer is gone, so next_lease and the leased states are final.
-  const uint64_t next = lane_.next_lease.load(std::memory_order_acquire);
-  int reclaimed = 0;
-  for (uint32_t i = 0; i < slot_count_; ++i) {
-    LaneSlot& slot = slots_[i];
-    uint32_t state = slot.state.load(std::memory_order_acquire);
-    const uint32_t phase = state & kLanePhaseMask;
-    // READY's fields were published with the state; lane_batch is its own.
-    const bool held = phase == kLaneLeased ||
-                      (phase == kLaneReady && slot.lane_batch < next);
-    if (!held) continue;
-    uint32_t freed = lane_state(slot.lane_batch + slot_count_, slot_count_, kLaneFree);
-    if (slot.state.compare_exchange_strong(state, freed, std::memory_order_acq_rel,
-                                           std::memory_order_acquire)) {
-      ring::futex_wake_all(slot.state);
-      ++reclaimed;
+ReclaimPlan judge_reclaim(const LaneRecord& record, uint64_t next_lease, const uint32_t* words) {
+  ReclaimPlan plan;
+  const uint32_t slots = record.slots;
+  // next_lease only grows from where the trainer started, and never passes
+  // what the node published.
+  if (next_lease < record.attached_cursor || next_lease > record.published) {
+    plan.violation = true;
+    plan.why = "next_lease " + std::to_string(next_lease) + " outside [" +
+               std::to_string(record.attached_cursor) + ", " +
+               std::to_string(record.published) + "]";
+    return plan;
+  }
+  plan.cursor = next_lease;
+  for (uint32_t slot = 0; slot < slots; ++slot) {
+    const uint32_t word = words[slot];
+    uint64_t held = 0;
+    bool ok;
+    if (!held_batch(record, slot, &held)) {
+      ok = word == lane_state(slot, slots, kLaneFree);  // never filled
+    } else if (held >= record.published) {
+      ok = word == lane_state(held, slots, kLaneFree);  // filled, not yet published
+    } else if (word == lane_state(held, slots, kLaneReady)) {
+      ok = true;
+      if (held < next_lease) ++plan.reclaimed;  // died between its two stores
+    } else if (word == lane_state(held, slots, kLaneLeased)) {
+      ok = held < next_lease;  // lease() moves next_lease first
+      plan.reclaimed += ok ? 1 : 0;
+    } else {
+      ok = word == lane_state(held + slots, slots, kLaneFree) && held < next_lease;
+    }
+    if (!ok) {
+      plan.violation = true;
+      plan.why = "slot " + std::to_string(slot) + " holds " + word_text(word) +
+                 " (next_lease " + std::to_string(next_lease) + ")";
+      return plan;
     }
   }
-  return reclaimed;
+  return plan;
+}
+
+uint32_t initial_word(const LaneRecord& record, uint64_t cursor, uint32_t slot) {
+  uint64_t held = 0;
+  if (!held_batch(record, slot, &held)) return lane_state(slot, record.slots, kLaneFree);
+  if (held >= record.published) return lane_state(held, record.slots, kLaneFree);
+  if (held >= cursor) return lane_state(held, record.slots, kLaneReady);
+  return lane_state(held + record.slots, record.slots, kLaneFree);
+}
+
+bool TrainerLane::ready(uint64_t lane_batch) const {
+  return state_of(lane_batch) == lane_state(lane_batch, slot_count_, kLaneReady);
+}
+
+bool TrainerLane::wait_ready(uint64_t lane_batch, int64_t timeout_ns) const {
+  std::atomic<uint32_t>& word = word_of(slot_index(lane_batch));
+  const uint32_t wanted = lane_state(lane_batch, slot_count_, kLaneReady);
+  // Acquire: the slot's fields, targets and data, published before READY.
+  const uint32_t seen = word.load(std::memory_order_acquire);
+  if (seen == wanted) return true;
+  ring::futex_wait(word, seen, timeout_ns);
+  return word.load(std::memory_order_acquire) == wanted;
+}
+
+void TrainerLane::lease(uint64_t lane_batch) const {
+  // next_lease first: a trainer that dies between the two stores leaves a
+  // READY slot below next_lease, which the node recognises as its own.
+  control_.next_lease.store(lane_batch + 1, std::memory_order_release);
+  word_of(slot_index(lane_batch))
+      .store(lane_state(lane_batch, slot_count_, kLaneLeased), std::memory_order_release);
+}
+
+void TrainerLane::release(uint64_t lane_batch) const {
+  std::atomic<uint32_t>& word = word_of(slot_index(lane_batch));
+  // Release: every read of the slot (host) or the release event's wait
+  // (device) precedes the node's acquire of FREE.
+  word.store(lane_state(lane_batch + slot_count_, slot_count_, kLaneFree),
+             std::memory_order_release);
+  ring::futex_wake_all(word);
 }
 
 }  // namespace ringloader::node

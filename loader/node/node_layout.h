@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What a node loader and its trainers share: one memfd, sent to each
-// trainer over the attach socket (SCM_RIGHTS), laid out as
+// What a node loader and its trainers share. The node region: one memfd,
+// written by the node only and sealed against every later writable mapping
+// (F_SEAL_FUTURE_WRITE), sent to each trainer read-only over the attach
+// socket (SCM_RIGHTS), laid out as
 //
 //   NodeHeader | LaneHeader[L] | LaneSlot[L * S] |
 //   targets [L * S][batch_size] int64 | sample indices [L * S][batch_size] int64
@@ -11,9 +13,11 @@
 // trainer with the region's, and LaneSlot::ring_offset says where the
 // batch is (zero copies on either side). With device "cuda" a lane's slot
 // data is one device allocation on the lane's GPU, exported by the IPC
-// handle in its LaneHeader. Parties: the node's serve thread (fills
-// slots), its attach thread (lanes' trainer_pid, reclaim) and each lane's
-// trainer process (leases and releases its lane's slots). Standard layout,
+// handle in its LaneHeader. The words a trainer writes (its slots' states,
+// its next lease) are not here but in its lane's control memfd
+// (lane_control.h), made afresh at each attach. Parties: the node's serve
+// thread (fills slots), its attach thread (lanes' trainer_pid) and each
+// lane's trainer process (reads its lane's slots). Standard layout,
 // cache-line aligned, asserted: the trainer may be another build.
 #pragma once
 
@@ -27,9 +31,12 @@ namespace ringloader::node {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kNodeMagic = 0x45444f4e474e4952ULL;  // "RINGNODE"
-inline constexpr uint32_t kNodeLayoutVersion = 3;
+inline constexpr uint32_t kNodeLayoutVersion = 4;
 inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 inline constexpr size_t kNodeErrorBytes = 440;
+inline constexpr size_t kPciBusIdBytes = 32;  // cudaDeviceGetPCIBusId's text
+inline constexpr uint32_t kMaxLanes = 1024;
+inline constexpr uint32_t kMaxLaneSlots = 64;
 
 enum class LaneDevice : uint32_t { kHost = 0, kCuda = 1 };
 enum class NodeState : uint32_t { kServing = 0, kFinished = 1, kStopped = 2, kFailed = 3 };
@@ -70,23 +77,21 @@ static_assert(offsetof(NodeHeader, targets_offset) == 96);
 static_assert(offsetof(NodeHeader, state) == 128);
 static_assert(offsetof(NodeHeader, error) == 136);
 
-// One trainer's lane.
+// One trainer's lane. Written by the node only.
 struct alignas(kCacheLine) LaneHeader {
-  // The attached trainer's pid, 0 when none: written by the node's attach
-  // thread only.
+  // The attached trainer's pid, 0 when none: written by the attach thread.
   std::atomic<int32_t> trainer_pid;
-  int32_t device;               // GPU index for LaneDevice::kCuda
-  // The lane's next batch to lease: written by the attached trainer only
-  // (before it leases that batch), read by the attach thread when it
-  // reclaims after the trainer died, and by the next trainer to attach.
-  std::atomic<uint64_t> next_lease;
+  int32_t device;               // the node's GPU index for LaneDevice::kCuda
   uint8_t memory_handle[kIpcHandleBytes];  // cudaIpcMemHandle_t of the slots
-  char padding[kCacheLine - 16];
+  // The lane GPU's PCI bus id ("0000:3b:00.0"), NUL-terminated: a trainer
+  // with another CUDA_VISIBLE_DEVICES numbers the GPUs differently.
+  char pci_bus_id[kPciBusIdBytes];
+  char padding[2 * kCacheLine - 8 - kIpcHandleBytes - kPciBusIdBytes];
 };
 static_assert(std::is_standard_layout_v<LaneHeader>);
 static_assert(sizeof(LaneHeader) == 128 && alignof(LaneHeader) == 64);
-static_assert(offsetof(LaneHeader, next_lease) == 8);
-static_assert(offsetof(LaneHeader, memory_handle) == 16);
+static_assert(offsetof(LaneHeader, memory_handle) == 8);
+static_assert(offsetof(LaneHeader, pci_bus_id) == 72);
 
 // Phases of a lane slot's state word: (generation << 2) | phase, where the
 // generation is the lane batch number / S (mod 2^30), as in the ring.
@@ -95,30 +100,25 @@ inline constexpr uint32_t kLanePhaseBits = 2;
 inline constexpr uint32_t kLanePhaseMask = (1u << kLanePhaseBits) - 1;
 inline constexpr uint32_t kLaneGenerationMask = (1u << 30) - 1;
 
-// One slot of a lane. The node writes every field but `state` before it
-// stores READY (release); the trainer reads them after it sees READY
-// (acquire).
+// One slot of a lane. The node writes every field before it stores READY
+// (release) into the slot's word in the lane's control memfd; the trainer
+// reads them after it sees READY (acquire), and checks them: the node may
+// be another build. With CUDA lanes READY is stored only once the node's
+// copy into the slot completed (the node polls a local event), so a
+// trainer never waits on the GPU for a node that may die mid-copy.
 struct alignas(kCacheLine) LaneSlot {
-  std::atomic<uint32_t> state;  // futex word
   uint32_t rows;                // samples in the batch
+  uint32_t reserved;
   uint64_t lane_batch;          // the lane's batch number it holds
   int64_t epoch;
   int64_t index;                // batch index within the epoch, per lane
   uint64_t ring_offset;         // host lanes: the batch data's offset in the ring memfd
   char padding[kCacheLine - 40];
-  // cudaIpcEventHandle_t of the node's "copied" event: recorded by the node
-  // after its copy into the slot, waited on by the trainer's stream. (The
-  // trainer's release is fenced on its own side, with an event of its own
-  // that it waits for before it stores FREE: an interprocess event whose
-  // last recorder died may never complete, so the node never waits on one
-  // a trainer recorded.)
-  uint8_t copied_event[kIpcHandleBytes];
 };
 static_assert(std::is_standard_layout_v<LaneSlot>);
-static_assert(sizeof(LaneSlot) == 128 && alignof(LaneSlot) == 64);
+static_assert(sizeof(LaneSlot) == 64 && alignof(LaneSlot) == 64);
 static_assert(offsetof(LaneSlot, lane_batch) == 8);
 static_assert(offsetof(LaneSlot, ring_offset) == 32);
-static_assert(offsetof(LaneSlot, copied_event) == 64);
 
 // Sizes and offsets of a region for these parameters.
 struct NodeGeometry {

@@ -3,8 +3,10 @@
 // order; the serve thread deals its batches out to the lanes in order.
 //
 //   Loader::next() -> batch g -> lane g % L: wait FREE(n) -> fill -> READY(n)
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -17,7 +19,9 @@
 #include "loader/node/attach_listener.h"
 #include "loader/node/lane_memory.h"
 #include "loader/node/lane_protocol.h"
+#include "loader/node/node_lane.h"
 #include "loader/node/node_layout.h"
+#include "loader/node/node_memory.h"
 #include "loader/node/node_order.h"
 #include "loader/node/node_socket.h"
 #include "loader/ring/futex.h"
@@ -28,8 +32,8 @@
 
 namespace ringloader {
 
-using node::LaneProtocol;
 using node::NodeHeader;
+using node::NodeLane;
 using node::NodeState;
 
 namespace {
@@ -58,6 +62,19 @@ void check_node_options(const NodeOptions& node) {
   if (node.first_epoch < 0 || node.epochs < 0) {
     throw OptionError("ringloader: NodeOptions::first_epoch and epochs must be >= 0");
   }
+  if (node.cuda_release_timeout_s < 0) {
+    throw OptionError("ringloader: NodeOptions::cuda_release_timeout_s must be >= 0");
+  }
+}
+
+node::AttachPolicy attach_policy(const NodeOptions& node) {
+  node::AttachPolicy policy;
+  policy.uid = geteuid();
+  if (!node.allow_group.empty()) {
+    policy.group_allowed = true;
+    policy.group = node::resolve_group(node.allow_group, "NodeOptions::allow_group");
+  }
+  return policy;
 }
 
 // The Loader's options: one rank of the whole node, orders set per epoch.
@@ -106,18 +123,19 @@ class NodeLoader::Impl {
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options, NodeOptions node)
       : node_(std::move(node)), options_(options), dataset_size_(dataset.size()) {
     check_node_options(node_);
+    const node::AttachPolicy policy = attach_policy(node_);
     per_lane_ = node::batches_per_lane(dataset_size_, options_, node_.trainers);
     // The name first: a taken name fails before any worker is spawned.
     int listen_fd = node::listen_on(node_.name);
     try {
-      build(std::move(dataset), std::move(pipeline), listen_fd);
+      build(std::move(dataset), std::move(pipeline), listen_fd, policy);
     } catch (...) {
       if (!listener_) close(listen_fd);
       throw;
     }
   }
 
-  void build(Dataset dataset, Pipeline pipeline, int listen_fd) {
+  void build(Dataset dataset, Pipeline pipeline, int listen_fd, node::AttachPolicy policy) {
     const SampleShape shape = pipeline.output_shape(
         dataset.color_mode(), dataset.image_height(), dataset.image_width());
     loader_ = std::make_unique<Loader>(
@@ -126,18 +144,22 @@ class NodeLoader::Impl {
     // Lanes hold ring batches that trainers read: never spill them.
     internal::LoaderAccess::wait_for_held_slots(*loader_);
     create_region();
-    std::vector<int> shared_fds{region_.fd()};
+    create_lanes();
+    // Trainers only read the region and the ring: they get read-only
+    // descriptors (node_memory.h).
+    shared_fds_.push_back(node::reopen_read_only(region_.fd()));
     if (node_.device == "cuda") {
-      lanes_ = node::make_cuda_node_lanes(header(), !node_.devices.empty());
+      memory_ = node::make_cuda_node_lanes(header(), !node_.devices.empty());
     } else {
-      lanes_ = node::make_host_node_lanes(protocols(),
-                                          internal::LoaderAccess::ring_base(*loader_),
-                                          internal::LoaderAccess::ring_bytes(*loader_));
-      shared_fds.push_back(internal::LoaderAccess::ring_fd(*loader_));
+      const int ring_fd = internal::LoaderAccess::ring_fd(*loader_);
+      fchmod(ring_fd, 0600);  // no other uid reopens it writable
+      memory_ = node::make_host_node_lanes(lane_pointers(),
+                                           internal::LoaderAccess::ring_base(*loader_),
+                                           internal::LoaderAccess::ring_bytes(*loader_));
+      shared_fds_.push_back(node::reopen_read_only(ring_fd));
     }
-    lane_batches_.assign(node_.trainers, 0);
-    listener_ = std::make_unique<node::AttachListener>(node_.name, listen_fd,
-                                                       std::move(shared_fds), protocols());
+    listener_ = std::make_unique<node::AttachListener>(
+        node_.name, listen_fd, shared_fds_, lane_pointers(), lane_headers(), policy);
   }
 
   ~Impl() {
@@ -145,11 +167,14 @@ class NodeLoader::Impl {
     if (thread_.joinable()) thread_.join();
     finish(NodeState::kStopped, "");
     // Copies in flight read the ring: let them end before it goes.
-    while (lanes_ && lanes_->in_flight() > 0) {
-      lanes_->reap();
+    while (memory_ && memory_->in_flight() > 0) {
+      reap();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (memory_ && listener_ && node_.device == "cuda") retire_device_memory();
     listener_.reset();  // closes connections: trainers see the node go
+    memory_.reset();
+    for (int fd : shared_fds_) close(fd);
   }
 
   void serve() {
@@ -193,13 +218,17 @@ class NodeLoader::Impl {
 
  private:
   NodeHeader* header() const { return static_cast<NodeHeader*>(region_.data()); }
+  node::LaneHeader* lane_headers() const;
+  std::vector<NodeLane*> lane_pointers() const;
   node::NodeGeometry geometry() const;
   void create_region();
-  std::vector<LaneProtocol> protocols() const;
+  void create_lanes();
   void serve_loop();  // serving_ is set; clears it
   void serve_epoch(int64_t epoch);
   void put(uint32_t lane, Batch batch, int64_t epoch, int64_t index);
-  void wait_for_slot(const LaneProtocol& lane, uint64_t lane_batch);
+  bool wait_for_slot(NodeLane& lane);
+  void reap();
+  void retire_device_memory();
   void finish(NodeState state, const std::string& error);
 
   NodeOptions node_;
@@ -207,10 +236,11 @@ class NodeLoader::Impl {
   int64_t dataset_size_;
   int64_t per_lane_ = 0;
   std::unique_ptr<Loader> loader_;
-  ring::SharedRegion region_;
-  std::unique_ptr<node::NodeLanes> lanes_;
+  node::Mapping region_;
+  std::vector<int> shared_fds_;  // read-only: the region's, the ring's
+  std::vector<std::unique_ptr<NodeLane>> lanes_;
+  std::unique_ptr<node::NodeLanes> memory_;
   std::unique_ptr<node::AttachListener> listener_;
-  std::vector<uint64_t> lane_batches_;  // next lane batch number, per lane
   std::atomic<bool> stopping_{false};
   std::atomic<bool> serving_{false};
   mutable std::mutex mutex_;  // stats_, thread_
@@ -232,7 +262,7 @@ node::NodeGeometry NodeLoader::Impl::geometry() const {
 
 void NodeLoader::Impl::create_region() {
   const node::NodeGeometry layout = geometry();
-  region_ = ring::SharedRegion::create("ringloader-node-" + node_.name, layout.total_bytes());
+  region_ = node::create_node_region("ringloader-node-" + node_.name, layout.total_bytes());
   NodeHeader* h = header();
   const SampleShape& shape = loader_->sample_shape();
   h->magic = node::kNodeMagic;
@@ -257,29 +287,40 @@ void NodeLoader::Impl::create_region() {
   h->indices_offset = layout.indices_offset();
   h->ring_bytes = layout.host_lanes ? internal::LoaderAccess::ring_bytes(*loader_) : 0;
   h->total_bytes = layout.total_bytes();
-  auto* lanes = reinterpret_cast<node::LaneHeader*>(
-      static_cast<uint8_t*>(region_.data()) + layout.lane_headers_offset());
+  node::LaneHeader* lanes = lane_headers();
   for (int i = 0; i < node_.trainers; ++i) {
     lanes[i].device = node_.devices.empty() ? i : node_.devices[i];
   }
   h->state.store(static_cast<uint32_t>(NodeState::kServing), std::memory_order_release);
 }
 
-std::vector<LaneProtocol> NodeLoader::Impl::protocols() const {
+node::LaneHeader* NodeLoader::Impl::lane_headers() const {
+  return reinterpret_cast<node::LaneHeader*>(static_cast<uint8_t*>(region_.data()) +
+                                             geometry().lane_headers_offset());
+}
+
+void NodeLoader::Impl::create_lanes() {
   const node::NodeGeometry layout = geometry();
-  auto* base = static_cast<uint8_t*>(region_.data());
-  auto* lanes = reinterpret_cast<node::LaneHeader*>(base + layout.lane_headers_offset());
-  auto* slots = reinterpret_cast<node::LaneSlot*>(base + layout.slots_offset());
-  std::vector<LaneProtocol> out;
+  auto* slots = reinterpret_cast<node::LaneSlot*>(static_cast<uint8_t*>(region_.data()) +
+                                                  layout.slots_offset());
   for (uint32_t i = 0; i < layout.lanes; ++i) {
-    out.emplace_back(lanes[i], slots + uint64_t{i} * layout.slots, layout.slots);
+    // A violation wakes the attach thread, which exists by then: a lane
+    // has no trainer, so no violation, before the listener accepted one.
+    lanes_.push_back(std::make_unique<NodeLane>(i, layout.slots,
+                                                slots + uint64_t{i} * layout.slots,
+                                                [this] { listener_->notify(); }));
   }
+}
+
+std::vector<NodeLane*> NodeLoader::Impl::lane_pointers() const {
+  std::vector<NodeLane*> out;
+  for (const auto& lane : lanes_) out.push_back(lane.get());
   return out;
 }
 
 void NodeLoader::Impl::serve_loop() {
   try {
-    lanes_->open();
+    memory_->open();
     for (int64_t epoch = node_.first_epoch;
          node_.epochs == 0 || epoch < node_.first_epoch + node_.epochs; ++epoch) {
       serve_epoch(epoch);
@@ -300,7 +341,7 @@ void NodeLoader::Impl::serve_epoch(int64_t epoch) {
   loader_->set_order(node::node_epoch_order(dataset_size_, options_, node_.trainers, epoch));
   loader_->begin_epoch();
   const Loader::WaitCheck check = [this] {
-    lanes_->reap();
+    reap();
     if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
   };
   int64_t global = 0;
@@ -311,36 +352,65 @@ void NodeLoader::Impl::serve_epoch(int64_t epoch) {
   }
 }
 
-void NodeLoader::Impl::put(uint32_t lane, Batch batch, int64_t epoch, int64_t index) {
-  const std::vector<LaneProtocol> lanes = protocols();
-  const LaneProtocol& protocol = lanes[lane];
-  const uint64_t lane_batch = lane_batches_[lane];
-  wait_for_slot(protocol, lane_batch);
-  const uint32_t slot = protocol.slot_index(lane_batch);
-  const uint64_t row = uint64_t{lane} * node_.lane_slots + slot;
+void NodeLoader::Impl::put(uint32_t lane_index, Batch batch, int64_t epoch, int64_t index) {
+  NodeLane& lane = *lanes_[lane_index];
+  if (!wait_for_slot(lane)) {
+    lane.dropped();  // the batch's ring slot goes back to the workers
+    return;
+  }
+  const uint64_t lane_batch = lane.next_batch();
+  const auto slot = static_cast<uint32_t>(lane_batch % lane.slot_count());
+  const uint64_t row = uint64_t{lane_index} * node_.lane_slots + slot;
   auto* base = static_cast<uint8_t*>(region_.data());
   const int64_t rows = batch.target.numel();
   std::memcpy(base + header()->targets_offset + row * options_.batch_size * 8,
               batch.target.contiguous().data_ptr<int64_t>(), rows * 8);
   std::memcpy(base + header()->indices_offset + row * options_.batch_size * 8,
               batch.sample_indices.data(), batch.sample_indices.size() * 8);
-  lanes_->fill(lane, slot, std::move(batch));
-  protocol.publish(lane_batch, static_cast<uint32_t>(rows), epoch, index);
-  lane_batches_[lane] = lane_batch + 1;
+  node::LaneSlot& fields = lane.slot(slot);
+  fields.rows = static_cast<uint32_t>(rows);
+  fields.lane_batch = lane_batch;
+  fields.epoch = epoch;
+  fields.index = index;
+  const bool in_place = memory_->fill(lane_index, slot, std::move(batch));
+  lane.filled();
+  if (in_place) lane.published();  // else once reap() sees its copy done
   std::lock_guard<std::mutex> lock(mutex_);
   ++batches_;
 }
 
-void NodeLoader::Impl::wait_for_slot(const LaneProtocol& lane, uint64_t lane_batch) {
-  if (lane.free_for(lane_batch)) return;
+bool NodeLoader::Impl::wait_for_slot(NodeLane& lane) {
   const uint64_t started = ring::monotonic_ns();
   constexpr int64_t kRecheckNs = 20'000'000;
-  while (!lane.wait_free(lane_batch, kRecheckNs)) {
-    lanes_->reap();
+  NodeLane::Wait wait;
+  while ((wait = lane.wait_free(kRecheckNs)) == NodeLane::Wait::kBusy) {
+    reap();
     if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
   }
   std::lock_guard<std::mutex> lock(mutex_);
   lane_wait_s_ += (ring::monotonic_ns() - started) * 1e-9;
+  return wait == NodeLane::Wait::kFill;
+}
+
+void NodeLoader::Impl::reap() {
+  memory_->reap([this](uint32_t lane) { lanes_[lane]->published(); });
+}
+
+void NodeLoader::Impl::retire_device_memory() {
+  // Trainers map the lanes' device memory (CUDA IPC) until they drop their
+  // AttachedLoader and batches; freeing an exported allocation under an
+  // importer is undefined. They were told the node stopped: wait for them.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(node_.cuda_release_timeout_s);
+  std::vector<int> pids = listener_->trainer_pids();
+  while (std::any_of(pids.begin(), pids.end(), [](int pid) { return pid != 0; }) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pids = listener_->trainer_pids();
+  }
+  std::vector<bool> attached;
+  for (int pid : pids) attached.push_back(pid != 0);
+  memory_->retire(attached);
 }
 
 void NodeLoader::Impl::finish(NodeState state, const std::string& error) {
@@ -352,9 +422,7 @@ void NodeLoader::Impl::finish(NodeState state, const std::string& error) {
   // Release: a trainer that sees kFailed reads the error text.
   h->state.store(static_cast<uint32_t>(state), std::memory_order_release);
   // Trainers wait on their slots' words; wake them so they look at the state.
-  for (const LaneProtocol& lane : protocols()) {
-    for (int i = 0; i < node_.lane_slots; ++i) ring::futex_wake_all(lane.slot_for(i).state);
-  }
+  for (const auto& lane : lanes_) lane->wake_trainer();
 }
 
 NodeStats NodeLoader::Impl::stats() const {
@@ -362,11 +430,17 @@ NodeStats NodeLoader::Impl::stats() const {
   node::AttachCounts counts = listener_->counts();
   stats.attaches = counts.attaches;
   stats.detaches = counts.detaches;
-  stats.reclaimed_slots = counts.reclaimed_slots;
+  for (const auto& lane : lanes_) {
+    const node::LaneCounts lane_counts = lane->counts();
+    stats.reclaimed_slots += lane_counts.reclaimed_slots;
+    stats.violations += lane_counts.violations;
+    stats.dropped_batches += lane_counts.dropped_batches;
+    stats.lane_batches.push_back(static_cast<int64_t>(lane->next_batch()) -
+                                 lane_counts.dropped_batches);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   stats.batches = batches_;
   stats.lane_wait_s = lane_wait_s_;
-  for (uint64_t n : lane_batches_) stats.lane_batches.push_back(static_cast<int64_t>(n));
   stats.loader = loader_->stats();
   return stats;
 }
@@ -376,7 +450,8 @@ std::string NodeStats::to_string() const {
   out << "node: " << batches << " batches into lanes (";
   for (size_t i = 0; i < lane_batches.size(); ++i) out << (i ? " " : "") << lane_batches[i];
   out << "), " << attaches << " attaches, " << detaches << " detaches, " << reclaimed_slots
-      << " reclaimed slots, lane wait " << lane_wait_s << " s\n"
+      << " reclaimed slots, " << violations << " violations, " << dropped_batches
+      << " dropped batches, lane wait " << lane_wait_s << " s\n"
       << loader.to_string();
   return out.str();
 }

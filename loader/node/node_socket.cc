@@ -2,16 +2,20 @@
 #include "loader/node/node_socket.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "ringloader/errors.h"
 
@@ -157,11 +161,63 @@ void close_all(std::vector<int>* fds) {
   fds->clear();
 }
 
-int peer_pid(int socket) {
+PeerCredentials peer_credentials(int socket) {
   ucred credentials{};
   socklen_t length = sizeof(credentials);
-  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return -1;
-  return credentials.pid;
+  PeerCredentials peer;
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) return peer;
+  peer.pid = credentials.pid;
+  peer.uid = credentials.uid;
+  peer.gid = credentials.gid;
+  return peer;
+}
+
+int peer_pid(int socket) { return peer_credentials(socket).pid; }
+
+bool peer_in_group(int socket, gid_t group) {
+  if (peer_credentials(socket).gid == group) return true;
+  std::vector<gid_t> groups(256);
+  socklen_t length = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) {
+    if (errno != ERANGE) return false;
+    groups.resize(length / sizeof(gid_t));
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &length) != 0) return false;
+  }
+  groups.resize(length / sizeof(gid_t));
+  for (gid_t each : groups) {
+    if (each == group) return true;
+  }
+  return false;
+}
+
+int peer_pidfd(int socket, int pid) {
+#ifndef SO_PEERPIDFD
+  constexpr int SO_PEERPIDFD = 77;
+#endif
+  // SO_PEERPIDFD (Linux 6.5) names the very process that connected;
+  // pidfd_open of its pid could, in theory, name a recycled pid.
+  int fd = -1;
+  socklen_t length = sizeof(fd);
+  if (getsockopt(socket, SOL_SOCKET, SO_PEERPIDFD, &fd, &length) == 0 && fd >= 0) {
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd;
+  }
+  if (pid <= 0) return -1;
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
+
+gid_t resolve_group(const std::string& group, const std::string& option) {
+  char* end = nullptr;
+  const unsigned long number = std::strtoul(group.c_str(), &end, 10);
+  if (!group.empty() && *end == '\0') return static_cast<gid_t>(number);
+  std::vector<char> buffer(16384);
+  struct group entry {};
+  struct group* found = nullptr;
+  if (getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) {
+    throw OptionError("ringloader: " + option + " names group \"" + group +
+                      "\", which this machine does not know");
+  }
+  return found->gr_gid;
 }
 
 bool peer_gone(int socket) {

@@ -3,10 +3,15 @@
 // ("@ringloader/<name>": no file to clean up, gone with the node process),
 // one connection per attached trainer, held open for the trainer's life so
 // each side sees the other die (EOF / POLLHUP). The attach request names the
-// lane; the reply carries the node's region memfd (and, for host lanes, its
-// ring's) by SCM_RIGHTS, and the node learns the trainer's pid from
-// SO_PEERCRED (not from what it says).
+// lane; the reply carries, by SCM_RIGHTS, the node region's memfd
+// (read-only), the lane's control memfd (the trainer's to write) and, for
+// host lanes, the node ring's (read-only). Each side learns the other's
+// pid and uid from SO_PEERCRED (not from what it says) and refuses another
+// uid unless told otherwise (NodeOptions::allow_group,
+// AttachOptions::node_uid).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -15,7 +20,7 @@
 namespace ringloader::node {
 
 inline constexpr uint32_t kAttachMagic = 0x4e4c5241;  // "ARLN"
-inline constexpr uint32_t kAttachVersion = 2;
+inline constexpr uint32_t kAttachVersion = 3;
 inline constexpr size_t kReplyMessageBytes = 240;
 
 struct AttachRequest {
@@ -44,8 +49,8 @@ int listen_on(const std::string& name);
 // Connects to node `name`, retrying until `timeout_s`; throws NodeError.
 int connect_to(const std::string& name, double timeout_s);
 
-// Descriptors one message may carry: the node region's and the ring's.
-inline constexpr size_t kMaxPassedFds = 2;
+// Descriptors one message may carry: the region's, the control's, the ring's.
+inline constexpr size_t kMaxPassedFds = 3;
 
 // One message of exactly `bytes`, with `fds` attached (SCM_RIGHTS).
 // False (errno set) when the peer is gone.
@@ -56,8 +61,24 @@ bool send_message(int socket, const void* data, size_t bytes, const std::vector<
 bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds);
 void close_all(std::vector<int>* fds);
 
+struct PeerCredentials {
+  int pid = -1;
+  uid_t uid = static_cast<uid_t>(-1);
+  gid_t gid = static_cast<gid_t>(-1);
+};
+// The connected peer's credentials (SO_PEERCRED): the process that
+// connected, or that listened. pid -1 when unknown.
+PeerCredentials peer_credentials(int socket);
 // The connected peer's pid (SO_PEERCRED), or -1.
 int peer_pid(int socket);
+// Whether `group` is the peer's group or one of its supplementary groups
+// (SO_PEERGROUPS).
+bool peer_in_group(int socket, gid_t group);
+// A pidfd of the peer process (SO_PEERPIDFD, else pidfd_open of its pid),
+// close-on-exec; -1 when the kernel has neither.
+int peer_pidfd(int socket, int pid);
+// A group name or number; throws OptionError naming `option`.
+gid_t resolve_group(const std::string& group, const std::string& option);
 // Whether the peer closed its end (poll for hang-up, no blocking).
 bool peer_gone(int socket);
 

@@ -25,10 +25,15 @@ bool SlotProtocol::try_claim(Claim& claim,
     candidate.sample_count = plan.sample_count.load(std::memory_order_relaxed);
     candidate.order_table = plan.order_table.load(std::memory_order_relaxed);
     if (plan.tag.load(std::memory_order_relaxed) != tag) {
+      // Plan t's slot is rewritten only for t + 4, after the word has moved
+      // past t: a word that has not moved names a plan nobody published (a
+      // peer wrote it). Nothing to claim; spinning on it would never end.
+      const uint64_t seen = word;
       word = claims.claim.load(std::memory_order_acquire);
+      if (word == seen) return false;
       continue;
     }
-    if (claimed >= count) return false;
+    if (claimed >= count || !plan_in_bounds(candidate)) return false;
     // Relaxed is enough: the CAS below releases it to whoever acquires the
     // claim word (the trainer, when it looks for a dead worker's batch).
     if (intent) intent->store(first + claimed, std::memory_order_relaxed);
@@ -47,6 +52,13 @@ bool SlotProtocol::try_claim(Claim& claim,
   }
 }
 
+bool SlotProtocol::plan_in_bounds(const Claim& claim) const {
+  // Only the trainer publishes plans, but any worker can write them: a
+  // filler indexes the order table with these, so one out of bounds is no
+  // plan at all.
+  return claim.order_table < 2 && claim.sample_count <= ring_.geometry().order_capacity;
+}
+
 bool SlotProtocol::claim_of_plan(uint64_t batch_id, Claim& claim) const {
   uint64_t word = ring_.claims().claim.load(std::memory_order_acquire);
   const Plan& plan = ring_.plan(word >> kClaimTagShift);
@@ -58,6 +70,7 @@ bool SlotProtocol::claim_of_plan(uint64_t batch_id, Claim& claim) const {
   claim.epoch = plan.epoch.load(std::memory_order_relaxed);
   claim.sample_count = plan.sample_count.load(std::memory_order_relaxed);
   claim.order_table = plan.order_table.load(std::memory_order_relaxed);
+  if (!plan_in_bounds(claim)) return false;
   // A plan published meanwhile cancelled this id; the caller drops it.
   return (ring_.claims().claim.load(std::memory_order_acquire) >> kClaimTagShift) ==
          (word >> kClaimTagShift);

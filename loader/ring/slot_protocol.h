@@ -115,6 +115,7 @@ class SlotProtocol {
 
  private:
   bool claim_of_plan(uint64_t batch_id, Claim& claim) const;
+  bool plan_in_bounds(const Claim& claim) const;
   uint64_t skip_leased_slots(uint64_t first) const;
   bool try_acquire(uint64_t batch_id) const;
   const Ring& ring_;

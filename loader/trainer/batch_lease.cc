@@ -39,9 +39,13 @@ std::vector<int64_t> batch_sizes(const SampleShape& shape, int64_t count) {
 
 Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
                   const std::shared_ptr<SlotReleaser>& releaser,
-                  uint64_t batch_id, const SampleShape& shape) {
+                  uint64_t batch_id, const SampleShape& shape, uint32_t sample_count) {
   const uint32_t index = ring::slot_of(batch_id, ring->geometry().slot_count);
-  const int64_t count = ring->slot(index).sample_count;
+  if (sample_count > ring->geometry().batch_size) {
+    throw Error("ringloader: internal error: lease of " + std::to_string(sample_count) +
+                " samples in a slot of " + std::to_string(ring->geometry().batch_size));
+  }
+  const int64_t count = sample_count;
   auto lease = std::make_shared<SlotLease>(ring, releaser, batch_id);
   // The data tensor's deleter owns the lease; views share it.
   auto release = [lease](void*) {};

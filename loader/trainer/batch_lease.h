@@ -15,13 +15,16 @@
 
 namespace ringloader::trainer {
 
-// Wraps the READY slot of `batch_id` (already marked LEASED) as a Batch.
+// Wraps the READY slot of `batch_id` (already marked LEASED) as a Batch of
+// `sample_count` samples: the caller's checked copy of the slot's count
+// (ring/slot_validation.h), at most the ring's batch size, never the
+// shared word itself, which a worker may rewrite at any time.
 // Holds `ring` alive: tensors may outlive the Loader without dangling. Only
 // `data`'s storage owns the lease (its deleter): swapping that storage's
 // data pointer (a spill, held_batches.h) ends the lease.
 Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
                   const std::shared_ptr<SlotReleaser>& releaser,
-                  uint64_t batch_id, const SampleShape& shape);
+                  uint64_t batch_id, const SampleShape& shape, uint32_t sample_count);
 // The same for external producers: `data` is the whole slot, flat uint8
 // [batch_size * sample_bytes]; `target` is empty.
 Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring,

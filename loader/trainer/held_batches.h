@@ -22,11 +22,16 @@ class HeldBatches {
   // Spills batch_id if it is tracked and still alive: copies its slot bytes
   // into private memory and drops the storage's lease on the slot (which
   // releases it, maybe behind a fence). False when it is not tracked or
-  // already dying (its release is on the way).
+  // already dying (its release is on the way). When the copy cannot be
+  // allocated, the allocator's exception propagates and nothing changed:
+  // the batch stays tracked and leased, and a later call tries again.
   bool spill(uint64_t batch_id);
   int64_t spilled() const { return spilled_; }
 
  private:
+  // A private copy of the storage's bytes (a CPU or device allocation).
+  static c10::DataPtr copy_out(const c10::StorageImpl& storage);
+
   struct Held {
     uint64_t batch_id;
     c10::weak_intrusive_ptr<c10::StorageImpl> storage;

@@ -8,6 +8,7 @@
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"
+#include "loader/ring/slot_validation.h"
 #include "loader/trainer/batch_lease.h"
 #include "loader/trainer/distributed.h"
 #include "loader/trainer/ring_sizing.h"
@@ -365,17 +366,20 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   uint32_t state = wait_for(batch_id);
   trainer_wait_ns_ += ring::monotonic_ns() - start;
   if (ring::phase_of(state) == ring::kFailed) raise_failure(batch_id);
+  // The worker wrote the count and indices: copied and checked once, then
+  // only the copies are used (slot_validation.h).
+  ring::ReadySlot ready =
+      ring::read_ready_slot(*ring_, batch_id, expected_samples(), dataset_size_);
+  if (!ready.violation.empty()) reject_batch(batch_id, ready.violation);
   protocol_->lease(batch_id);
   Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)
-                          : trainer::lease_batch(ring_, releaser_, batch_id, shape_);
+                          : trainer::lease_batch(ring_, releaser_, batch_id, shape_,
+                                                 ready.sample_count);
   batch.epoch = epoch_;
   batch.index = cursor_;
   // From the slot, not the order: with on_error = skip a substitute may
   // stand in for a bad sample.
-  const uint32_t slot_index = ring::slot_of(batch_id, ring_->geometry().slot_count);
-  const int64_t* indices = ring_->slot_sample_indices(slot_index);
-  batch.sample_indices.assign(indices,
-                              indices + ring_->slot(slot_index).sample_count);
+  batch.sample_indices = std::move(ready.sample_indices);
   ++cursor_;
   ++batches_;
   samples_ += static_cast<int64_t>(batch.sample_indices.size());
@@ -395,6 +399,12 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   for (;;) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;
+    // A state no honest party writes would be waited on forever.
+    std::string forged = ring::check_awaited_state(slot_count, batch_id, state);
+    if (!forged.empty()) {
+      throw WorkerError("ringloader: batch " + std::to_string(cursor_) + " of epoch " +
+                        std::to_string(epoch_) + ": " + forged);
+    }
     // A filler killed between publishing a batch of an abandoned epoch and
     // moving its slot on (SlotProtocol::publish) left the slot parked on a
     // dead id that no one else will move: the waiting trainer does.
@@ -446,27 +456,6 @@ void Loader::Impl::fill_in_process(uint64_t batch_id) {
   in_process_->fill(claim);
 }
 
-void Loader::Impl::raise_failure(uint64_t batch_id) {
-  ring::SlotControl& slot = ring_->slot_for_batch(batch_id);
-  int32_t filler = slot.filler.load(std::memory_order_relaxed);
-  std::string where = "ringloader: batch " + std::to_string(cursor_) +
-                      " of epoch " + std::to_string(epoch_);
-  if (pool_ && filler >= 0) {
-    where += " (worker " + std::to_string(filler) + ", pid " +
-             std::to_string(ring_->worker(filler).pid.load(
-                 std::memory_order_relaxed)) + ")";
-  }
-  std::string message = where + ": " + slot.error_text;
-  auto kind = static_cast<ring::ErrorKind>(slot.error_kind);
-  // The batch is lost for this epoch; its slot goes back to the workers so
-  // iteration can go on if the caller chooses to.
-  protocol_->release(batch_id);
-  ++cursor_;
-  if (kind == ring::ErrorKind::kDecode) throw DecodeError(message);
-  if (kind == ring::ErrorKind::kIo) throw IoError(message);
-  throw WorkerError(message);
-}
-
 std::vector<int> Loader::Impl::worker_pids() const {
   return pool_ ? pool_->pids() : std::vector<int>{};
 }
@@ -489,10 +478,13 @@ LoaderStats Loader::Impl::stats() const {
   stats.ring_bytes = ring_->bytes();
   stats.ring_pinned = pin_.pinned();
   stats.device_batches = device_ ? device_->batches() : 0;
+  // Workers write these counters: summed unsigned, a garbage one makes a
+  // wrong figure, never a signed overflow.
+  uint64_t skipped = 0;
   for (uint32_t i = 0; i < ring_->geometry().worker_capacity; ++i) {
-    stats.skipped_samples += static_cast<int64_t>(
-        ring_->worker(i).skipped.load(std::memory_order_relaxed));
+    skipped += ring_->worker(i).skipped.load(std::memory_order_relaxed);
   }
+  stats.skipped_samples = static_cast<int64_t>(skipped & INT64_MAX);
   stats.worker_restarts = recovery_ ? recovery_->restarts() : 0;
   stats.redone_batches = recovery_ ? recovery_->redone_batches() : 0;
   stats.spilled_batches = held_.spilled();

@@ -76,7 +76,13 @@ class Loader::Impl {
   uint32_t wait_for(uint64_t batch_id);
   void fill_in_process(uint64_t batch_id);
   void check_timeout(uint64_t wait_start_ns) const;
+  // loader_leases.cc: the FAILED batch's error, raised; a READY batch whose
+  // worker-written words failed their checks, dropped (its worker killed
+  // and replaced) and raised as WorkerError; how many samples the batch at
+  // cursor_ holds.
   [[noreturn]] void raise_failure(uint64_t batch_id);
+  [[noreturn]] void reject_batch(uint64_t batch_id, const std::string& violation);
+  uint32_t expected_samples() const;
   // loader_leases.cc: frees the slot `batch_id` needs when a live batch
   // leases it (its fence waited, or the batch spilled), else waits a little
   // and throws LeaseError.

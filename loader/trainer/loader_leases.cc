@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The Loader's side of leases: freeing a slot that a live batch still
 // holds when the trainer needs it (fence wait, spill, or LeaseError), a
-// batch handed back (put_back), and the lazy CUDA start that pins the ring
-// and fences releases.
+// batch handed back (put_back), batches that fail or break the ring
+// protocol, and the lazy CUDA start that pins the ring and fences releases.
+#include <algorithm>
+
 #include "loader/ring/futex.h"
+#include "loader/ring/slot_validation.h"
 #include "loader/trainer/loader_impl.h"
 #include "loader/trainer/release_fence.h"
 
@@ -61,6 +64,52 @@ void Loader::Impl::wait_while_leased(ring::SlotControl& slot) {
     releaser_->poll();
     ring::futex_wait(slot.state, state, check_ns);
   }
+}
+
+uint32_t Loader::Impl::expected_samples() const {
+  // The workers' rule too (BatchFiller::fill, WorkerEndpoint::next_task):
+  // full batches, then what is left of the epoch's order.
+  const int64_t left = static_cast<int64_t>(order_.size()) - cursor_ * options_.batch_size;
+  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, options_.batch_size));
+}
+
+void Loader::Impl::raise_failure(uint64_t batch_id) {
+  ring::FailedSlot failed = ring::read_failed_slot(*ring_, batch_id);
+  std::string where = "ringloader: batch " + std::to_string(cursor_) +
+                      " of epoch " + std::to_string(epoch_);
+  if (pool_ && failed.filler >= 0) {
+    where += " (worker " + std::to_string(failed.filler) + ", pid " +
+             std::to_string(ring_->worker(static_cast<uint32_t>(failed.filler))
+                                .pid.load(std::memory_order_relaxed)) + ")";
+  }
+  std::string message = where + ": " + failed.text;
+  if (!failed.note.empty()) message += " [" + failed.note + "]";
+  // The batch is lost for this epoch; its slot goes back to the workers so
+  // iteration can go on if the caller chooses to.
+  protocol_->release(batch_id);
+  ++cursor_;
+  if (failed.kind == ring::ErrorKind::kDecode) throw DecodeError(message);
+  if (failed.kind == ring::ErrorKind::kIo) throw IoError(message);
+  throw WorkerError(message);
+}
+
+void Loader::Impl::reject_batch(uint64_t batch_id, const std::string& violation) {
+  const int32_t filler =
+      ring::read_filler(*ring_, ring::slot_of(batch_id, ring_->geometry().slot_count));
+  std::string message = "ringloader: batch " + std::to_string(cursor_) + " of epoch " +
+                        std::to_string(epoch_) + ": " + violation;
+  // A worker that breaks the protocol is broken or hostile: it goes, and
+  // the recovery path re-does what it held and replaces it. The filler
+  // word is the worker's own claim, so at worst an innocent is replaced.
+  if (pool_ && filler >= 0 && filler < pool_->size() && pool_->pid(filler) > 0) {
+    message += " (the slot names worker " + std::to_string(filler) +
+               " as its filler: it is killed and replaced)";
+    pool_->kill_worker(filler);
+  }
+  // The batch is lost for this epoch, as a FAILED one is.
+  protocol_->release(batch_id);
+  ++cursor_;
+  throw WorkerError(message);
 }
 
 void Loader::Impl::start_cuda_once() {

@@ -20,6 +20,8 @@ NodeOptions node_options_from_dict(const py::dict& values) {
     else if (key == "devices") node.devices = value.cast<std::vector<int>>();
     else if (key == "first_epoch") node.first_epoch = value.cast<int64_t>();
     else if (key == "epochs") node.epochs = value.cast<int64_t>();
+    else if (key == "allow_group") node.allow_group = value.cast<std::string>();
+    else if (key == "cuda_release_timeout_s") node.cuda_release_timeout_s = value.cast<double>();
     else throw OptionError("ringloader: unknown node option \"" + key + "\"");
   }
   return node;
@@ -32,6 +34,8 @@ py::dict node_stats_dict(const NodeStats& stats) {
   out["attaches"] = stats.attaches;
   out["detaches"] = stats.detaches;
   out["reclaimed_slots"] = stats.reclaimed_slots;
+  out["violations"] = stats.violations;
+  out["dropped_batches"] = stats.dropped_batches;
   out["lane_wait_s"] = stats.lane_wait_s;
   out["loader"] = stats_dict(stats.loader);
   return out;
@@ -65,16 +69,17 @@ void register_node(py::module_& module) {
 
   py::class_<AttachedLoader>(module, "AttachedLoader")
       .def(py::init([](const std::string& name, int trainer, double connect_timeout_s,
-                       double poll_interval_s) {
+                       double poll_interval_s, int64_t node_uid) {
              AttachOptions options;
              options.trainer = trainer;
              options.connect_timeout_s = connect_timeout_s;
              options.poll_interval_s = poll_interval_s;
+             options.node_uid = node_uid;
              py::gil_scoped_release release;
              return std::make_unique<AttachedLoader>(name, options);
            }),
            py::arg("name"), py::arg("trainer") = -1, py::arg("connect_timeout_s") = 60.0,
-           py::arg("poll_interval_s") = 0.1)
+           py::arg("poll_interval_s") = 0.1, py::arg("node_uid") = -1)
       .def("set_epoch", &AttachedLoader::set_epoch)
       .def("begin_epoch", &AttachedLoader::begin_epoch)
       .def("next", &next_batch_or_none<AttachedLoader>)

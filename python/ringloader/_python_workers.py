@@ -10,19 +10,30 @@ workers through the trainer's sys.path).
 """
 import os
 import pickle
+import select
+import signal
 import socket
 import subprocess
 import sys
 import threading
 import weakref
 
-from . import _ringloader, _zygote
+from . import _ringloader, _stub_gate, _zygote
 from ._ringloader import OptionError, WorkerError
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker_stub.py")
 # Set in the zygote's environment: its `import ringloader` starts no zygote.
 _ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
+# How long a loader waits for the zygote to be ready (it imports torch:
+# seconds, more from a slow file system) and then for it to fork a loader
+# server. Default: 120 s; $RINGLOADER_ZYGOTE_TIMEOUT_S sets it.
+_TIMEOUT_ENV = "RINGLOADER_ZYGOTE_TIMEOUT_S"
+_DEFAULT_TIMEOUT_S = 120.0
+# A trainer holding more private memory than this at import gets a spawned
+# zygote, not a forked one: a fork would keep a copy of every page of it
+# the trainer later writes or frees, for the trainer's whole life.
+_FORK_MAX_PRIVATE_BYTES = 1 << 30
 
 
 class _Zygote:
@@ -76,9 +87,13 @@ class _Zygote:
             return False
 
     def fork_server(self):
-        """A new loader server; returns the trainer's end of its socket."""
+        """A new loader server; returns the trainer's end of its socket.
+        Raises WorkerError when the zygote is not ready, or forks no
+        server, within the timeout (and kills it: the next loader starts
+        another)."""
+        timeout = _timeout_s()
         if not self.ready:
-            if _zygote.recv_exact(self.control, 1) != b"R":
+            if self._wait(self.control, timeout, "the zygote to be ready") != b"R":
                 raise EOFError("zygote failed to start")
             self.ready = True
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -86,12 +101,69 @@ class _Zygote:
             socket.send_fds(self.control, [b"S"], [theirs.fileno()])
         finally:
             theirs.close()
+        try:
+            if self._wait(ours, timeout, "the zygote to start a loader server") != b"H":
+                raise EOFError("loader server failed to start")
+        except BaseException:
+            ours.close()
+            raise
         return ours
+
+    def _wait(self, sock, timeout, what):
+        """One byte from `sock` (b"" at its end), within `timeout`."""
+        if not select.select([sock], [], [], timeout)[0]:
+            self.kill()
+            raise WorkerError(
+                f"ringloader: waited {timeout:g} s for {what} (zygote pid "
+                f"{self.pid or self.process.pid}); it is killed, the next loader starts "
+                f"another. A slow start (torch imported from a slow file system) "
+                f"needs a longer ${_TIMEOUT_ENV}")
+        return sock.recv(1)
+
+    def kill(self):
+        pid = self.pid if self.pid is not None else self.process.pid
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        if self.process is not None:
+            self.process.wait()
+        else:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+        self.owner = -1  # dead: alive() is False
+
+
+def _timeout_s():
+    try:
+        value = float(os.environ.get(_TIMEOUT_ENV, _DEFAULT_TIMEOUT_S))
+    except ValueError:
+        raise OptionError(f"ringloader: ${_TIMEOUT_ENV} must be a number of seconds, "
+                          f"got {os.environ[_TIMEOUT_ENV]!r}") from None
+    if not value > 0:
+        raise OptionError(f"ringloader: ${_TIMEOUT_ENV} must be > 0, got {value:g}")
+    return value
+
+
+def _private_bytes():
+    """This process's anonymous resident memory (RssAnon), 0 if unknown."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _fork_is_safe():
     """Forking the trainer is safe while it runs one thread and has not
-    initialised CUDA (what torch's own fork start method assumes too)."""
+    initialised CUDA (what torch's own fork start method assumes too).
+    It is also cheap only while the trainer is small: see
+    _FORK_MAX_PRIVATE_BYTES."""
     if os.environ.get("RINGLOADER_ZYGOTE") == "spawn":
         return False
     try:
@@ -100,7 +172,9 @@ def _fork_is_safe():
     except OSError:
         return False
     cuda = sys.modules.get("torch.cuda")
-    return not (cuda is not None and cuda.is_initialized())
+    if cuda is not None and cuda.is_initialized():
+        return False
+    return _private_bytes() <= _FORK_MAX_PRIVATE_BYTES
 
 
 _lock = threading.Lock()
@@ -178,9 +252,12 @@ class PythonWorkers:
 
     def _start(self, dataset):
         server = _start_server()
+        # The stubs' proof that the trainer's pool started them: their
+        # config memfd holds it (see _stub_gate).
+        token = _stub_gate.new_token()
         header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
                   "environ": dict(os.environ), "parent_pid": os.getpid(),
-                  "max_pickled_bytes": self.max_pickled_bytes}
+                  "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
         try:
             _zygote.send_frame(server, pickle.dumps(header))
             _zygote.send_frame(server, self.payload)
@@ -196,7 +273,7 @@ class PythonWorkers:
         command = [sys.executable, "-S", _STUB, reply["address"]]
         try:
             native = _ringloader.NativeLoader.external(
-                command, b"-", len(dataset), layout.sample_bytes, self.options,
+                command, token.encode(), len(dataset), layout.sample_bytes, self.options,
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()

@@ -10,6 +10,13 @@ It then ends the way the worker ended (same exit status or signal), so the
 pool's waitpid reports the worker's death; killed itself, its connection
 closes and the server kills the worker. Standard library only, no site: it
 starts in milliseconds.
+
+Both ends check the other (see _stub_gate.py). The stub proves itself with
+the loader's token, the content of its config memfd (descriptor 4, from the
+trainer; never on a command line). It hands nothing over unless the server
+runs as its own uid with the pid the server's name carries
+(``@ringloader-<pid>-<hex>``): the name is public, and another user could
+bind it once the real server is gone.
 """
 import os
 import signal
@@ -17,20 +24,41 @@ import socket
 import struct
 import sys
 
+_CONFIG_FD = 4
+_TOKEN_MAX = 256
+
+
+def _connect(address):
+    """A connection to the loader server named `address`, checked."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.connect("\0" + address[1:] if address.startswith("@") else address)
+    pid, uid, _ = struct.unpack("3i", server.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    try:
+        named = int(address.split("-")[1])
+    except (IndexError, ValueError):
+        named = None
+    if uid != os.getuid() or pid != named:
+        server.close()
+        raise OSError(f"{address} is held by pid {pid} uid {uid}, not the loader "
+                      f"server (pid {named} uid {os.getuid()})")
+    return server
+
 
 def main(argv):
     address = argv[0]
     values = dict(zip(argv[1::2], argv[2::2]))
     index = values["--index"]
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        server.connect("\0" + address[1:] if address.startswith("@") else address)
+        token = os.pread(_CONFIG_FD, _TOKEN_MAX, 0).decode("ascii").strip()
+        server = _connect(address)
         # The worker joins this process's group (the pool kills the group).
-        socket.send_fds(server, [f"{index} {os.getpgrp()}".encode()], [0, 1, 2, 3, 4])
-    except OSError as error:
+        message = f"{index} {os.getpgrp()} {token}\n".encode()
+        socket.send_fds(server, [message], [0, 1, 2, 3, _CONFIG_FD])
+    except (OSError, UnicodeDecodeError) as error:
         sys.stderr.write(f"ringloader worker {index}: loader server gone: {error}\n")
         return 3
-    for fd in (3, 4):
+    for fd in (3, _CONFIG_FD):
         os.close(fd)  # the worker holds them now
     status = b""
     while len(status) < 4:

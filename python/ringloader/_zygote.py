@@ -23,6 +23,12 @@ killed) and sends the worker's wait status to the stub, which ends the same
 way. The zygote and the workers die with their parent (PR_SET_PDEATHSIG);
 a server ends when the trainer's end of its socket closes (the trainer
 dropped the loader, or died), killing its workers.
+
+Trust: the zygote's control channel and each server's channel to its
+trainer are socketpairs, inherited, with no name: no other process can
+reach them. A server's listening socket has a public name, so it serves a
+connection only once _stub_gate has checked who is on the other end, and
+never blocks on one (a bad or silent peer costs its connection only).
 """
 import ctypes
 import os
@@ -32,9 +38,15 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 
-STUB_FDS = 5  # stdin, stdout, stderr, ring (3), config (4)
+from . import _stub_gate
+from ._stub_gate import STUB_FDS
+
+# Connections past the uid and parent checks, not yet handed over: more
+# than this, and new ones are closed at once.
+MAX_PENDING = 64
 
 
 def die_with_parent():
@@ -97,6 +109,29 @@ def forget_partial_imports():
 _DROPPED = []
 
 
+def drop_inherited_descriptors(keep):
+    """A forked zygote starts with every descriptor the trainer had at
+    ``import ringloader``: files (and the flock locks on them), sockets,
+    pipes. Holding them would keep them open, and those locks held, for the
+    trainer's whole life, in every server and worker too. Each one not in
+    `keep` is pointed at /dev/null rather than closed: its number stays
+    taken, so a finaliser of a trainer object that still names it can never
+    close a descriptor the zygote opens later."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd in keep or fd == null:
+                continue
+            try:
+                os.fstat(fd)  # the listing's own descriptor is closed by now
+            except OSError:
+                continue
+            os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
+
+
 def zygote_main(control_fd, trainer_pid):
     """Forks a loader server for each descriptor the trainer sends; ends when
     the trainer's end of `control_fd` closes. Never returns: the zygote may
@@ -114,6 +149,7 @@ def _zygote_loop(control_fd, trainer_pid):
     die_with_parent()
     if os.getppid() != trainer_pid:
         return  # the trainer ended before the death signal was armed
+    drop_inherited_descriptors({0, 1, 2, control_fd})
     set_name("rl-zygote")
     # Its own process group: a terminal's Ctrl-C reaches the trainer (which
     # shuts the workers down), not the zygote, servers and workers.
@@ -159,15 +195,21 @@ class LoaderServer:
         self.trainer = trainer       # the loader's lifeline and channel
         self.workers = {}            # stub connection -> worker pid
         self.orphans = set()         # stubs gone, their worker killed, not reaped
+        self.pending = {}            # admitted connection -> (peer pid, deadline)
         self.listener = None
+        self.wake = ()
+        self.trainer_pid = self.token = None
 
     def run(self):
         # No PR_SET_PDEATHSIG here: the zygote's death (the trainer thread
         # that made it ended) must not end live loaders. The trainer's end
         # of `self.trainer` closes when it dies or drops the loader.
         set_name("rl-server")
+        # The trainer's wait for a server is bounded: it runs.
+        self.trainer.sendall(b"H")
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake = (wake_r, wake_w)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select
         reply = self._load()
@@ -180,6 +222,7 @@ class LoaderServer:
         name = f"ringloader-{os.getpid()}-{os.urandom(6).hex()}"
         self.listener.bind("\0" + name)
         self.listener.listen(64)
+        self.listener.setblocking(False)
         reply["address"] = "@" + name
         send_frame(self.trainer, pickle.dumps(reply))
         self._loop(wake_r)
@@ -196,7 +239,9 @@ class LoaderServer:
             os.environ.clear()
             os.environ.update(header["environ"])
             payload = recv_frame(self.trainer)
-        except (EOFError, OSError) as error:
+            self.trainer_pid = header["parent_pid"]
+            self.token = header["stub_token"]
+        except (EOFError, OSError, KeyError) as error:
             return {"error": f"ringloader: loader server: {error}", "stage": "receive"}
         stage = "unpickle"
         try:
@@ -217,7 +262,12 @@ class LoaderServer:
         while True:
             stubs = [s for s in self.workers if s not in self.orphans]
             readable, _, _ = select.select(
-                [self.trainer, self.listener, wake_r, *stubs], [], [])
+                [self.trainer, self.listener, wake_r, *stubs, *self.pending], [], [],
+                self._until_next_deadline())
+            # Sorted before anything moves: a connection handed over below
+            # is a stub from then on, with nothing more to read.
+            handshakes = [s for s in readable if s in self.pending]
+            stubs_ready = [s for s in readable if s in self.workers]
             if wake_r in readable:
                 while True:
                     try:
@@ -228,13 +278,30 @@ class LoaderServer:
                 self._reap()
             if self.listener in readable:
                 self._accept()
-            for stub in [s for s in readable if s in self.workers]:
-                if not stub.recv(1):  # the stub is gone (killed): so is its worker
+            for conn in handshakes:
+                self._handshake(conn)
+            self._drop_overdue()
+            for stub in stubs_ready:
+                if stub in self.workers and not _recv_or_gone(stub):
+                    # The stub is gone (killed): so is its worker.
                     _kill(self.workers[stub])
                     self.orphans.add(stub)
-            if self.trainer in readable and not self.trainer.recv(1):
+            if self.trainer in readable and not _recv_or_gone(self.trainer):
                 self._end_workers()
                 return
+
+    def _until_next_deadline(self):
+        if not self.pending:
+            return None
+        first = min(deadline for _, deadline in self.pending.values())
+        return max(0.0, first - time.monotonic())
+
+    def _drop_overdue(self):
+        now = time.monotonic()
+        for conn, (_, deadline) in list(self.pending.items()):
+            if deadline <= now:
+                del self.pending[conn]
+                conn.close()
 
     def _end_workers(self):
         """The trainer is gone or dropped the loader: kill the workers and
@@ -249,26 +316,54 @@ class LoaderServer:
                 pass
 
     def _accept(self):
-        stub, _ = self.listener.accept()
+        """Every connection waiting; checks who connected before reading a
+        byte (see _stub_gate)."""
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # none left (EAGAIN), or none to be had now
+                return
+            try:
+                pid = _stub_gate.admit(conn, self.trainer_pid)
+            except (_stub_gate.Refused, OSError):
+                conn.close()
+                continue
+            if len(self.pending) >= MAX_PENDING:
+                conn.close()
+                continue
+            conn.setblocking(False)
+            self.pending[conn] = (pid, time.monotonic() + _stub_gate.HANDSHAKE_TIMEOUT_S)
+
+    def _handshake(self, conn):
+        """An admitted peer's message: a worker for a valid one; anything
+        else closes the connection and every descriptor it sent."""
+        pid, deadline = self.pending.pop(conn)
+        fds = []
         try:
-            message, fds, _, _ = socket.recv_fds(stub, 64, STUB_FDS)
-        except OSError:
-            stub.close()
+            message, fds, flags, _ = socket.recv_fds(conn, _stub_gate.MESSAGE_MAX,
+                                                     STUB_FDS)
+            index, group = _stub_gate.parse(message, fds, flags, pid, self.token,
+                                            self.config["num_workers"])
+        except (BlockingIOError, InterruptedError):
+            self.pending[conn] = (pid, deadline)  # woken for nothing
             return
-        if len(fds) != STUB_FDS:
-            for fd in fds:
-                os.close(fd)
-            stub.close()
+        except (_stub_gate.Refused, OSError, ValueError):
+            _stub_gate.close_all(fds)
+            conn.close()
             return
-        index, group = (int(word) for word in message.decode().split())
+        conn.setblocking(True)
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
+        try:
+            worker = os.fork()
+        except OSError:
+            _stub_gate.close_all(fds)
+            conn.close()  # the stub ends; the pool spawns another
+            return
+        if worker == 0:
             self._become_worker(index, group, fds)
-        for fd in fds:
-            os.close(fd)
-        self.workers[stub] = pid
+        _stub_gate.close_all(fds)
+        self.workers[conn] = worker
 
     def _become_worker(self, index, group, fds):
         code = 1
@@ -282,8 +377,9 @@ class LoaderServer:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             die_with_parent()
             set_name(f"rl-worker-{index}")
-            for sock in [self.trainer, self.listener, *self.workers]:
+            for sock in [self.trainer, self.listener, *self.workers, *self.pending]:
                 sock.close()
+            _stub_gate.close_all(self.wake)
             # stdio onto 0-2. The ring keeps the number it arrived with: in
             # a zygote forked from the trainer, 3 and 4 may belong to the
             # trainer's objects (a log file), whose finaliser would close it.
@@ -321,6 +417,14 @@ class LoaderServer:
                     stub.close()
                     del self.workers[stub]
                     self.orphans.discard(stub)
+
+
+def _recv_or_gone(sock):
+    """False when the peer closed (or reset) `sock`."""
+    try:
+        return bool(sock.recv(1))
+    except OSError:
+        return False
 
 
 def _kill(pid):

@@ -165,7 +165,9 @@ class TarShards(NativeDataset):
     ``cache_limit_bytes`` (Default: 16 GiB; least recently used shards are
     deleted). A fetch that fails or is cut short is tried ``fetch_attempts``
     times (Default: 3), then raises ``DataIOError`` naming the shard, the
-    command's exit status and its stderr.
+    command's exit status and its stderr. The folder must be your own and
+    writable by no one else (created 0700 when missing); another user's, or
+    one others may write (as ``/tmp``), raises ``DataIOError`` naming it.
     """
 
     ringloader_native_shuffle = True

@@ -21,6 +21,15 @@ one copy of the dataset's index, one process tree) and deals global batch g
 to lane g % trainers. A trainer that dies gives its lane back (the slots it
 held are reclaimed); a node that dies makes every trainer's next batch
 raise ``ringloader.NodeError`` (a ``ConnectionError``).
+
+Trust (docs/security.md): only processes of the node's uid attach
+(``allow_group`` widens that to a group's members), and a trainer attaches
+only to a node of its own uid (``node_uid``). Trainers map the node's memory
+through read-only descriptors. A host-lane batch is still writable without
+a copy (``images.sub_(mean)`` works): the trainer's mapping of the ring is
+private copy-on-write, so its writes stay in its own pages (dropped when
+the batch is released) and never reach the node or another trainer. A trainer that breaks the lane protocol is detached and its lane's
+batches are dropped until a trainer attaches again; the others go on.
 """
 import time
 
@@ -55,7 +64,10 @@ class NodeLoader:
     trainers attach to; Default: ``"default"``), ``device`` (``"cpu"``: lanes
     in shared host memory; ``"cuda"``: lane r on GPU ``devices[r]``, or
     r % GPUs, shared by CUDA IPC), ``lane_slots`` (batches per lane, Default:
-    3), ``first_epoch`` and ``epochs`` (0: until ``stop()``).
+    3), ``first_epoch`` and ``epochs`` (0: until ``stop()``), ``allow_group``
+    (a group name or gid whose members may attach too; Default: ``None``, only
+    this process's uid), ``cuda_release_timeout`` (seconds ``close()`` waits
+    for trainers to drop their CUDA lane mappings; Default: 10).
 
     Every lane gets ``batches_per_trainer`` full batches per epoch: the
     epoch's order is padded by wrapping around (cut with ``drop_last``) to
@@ -65,7 +77,8 @@ class NodeLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0,
                  drop_last=False, *, trainers=1, name="default", device="cpu",
                  devices=None, lane_slots=3, first_epoch=0, epochs=0, seed=0,
-                 on_error="raise", ring_slots=0, hang_timeout=120.0):
+                 on_error="raise", ring_slots=0, hang_timeout=120.0, allow_group=None,
+                 cuda_release_timeout=10.0):
         source = _native_source(dataset)
         self._source = source  # owns the memfds a converted dataset reads
         options = {
@@ -77,7 +90,9 @@ class NodeLoader:
         }
         node = {"name": str(name), "trainers": int(trainers), "lane_slots": int(lane_slots),
                 "device": str(device), "first_epoch": int(first_epoch),
-                "epochs": int(epochs)}
+                "epochs": int(epochs), "cuda_release_timeout_s": float(cuda_release_timeout)}
+        if allow_group is not None:
+            node["allow_group"] = str(allow_group)
         if devices is not None:
             node["devices"] = [int(d) for d in devices]
         self.name, self.trainers, self.device = node["name"], node["trainers"], node["device"]
@@ -125,7 +140,9 @@ class NodeLoader:
 
     def stats(self):
         """Batches put into lanes (in all and per lane), attaches, detaches,
-        reclaimed slots, the node's wait for lanes, and its Loader's stats."""
+        reclaimed slots, violations (trainers detached for a bad control word),
+        dropped batches (of their lanes), the node's wait for lanes, and its
+        Loader's stats."""
         return self._core.stats()
 
     def stats_text(self):
@@ -142,12 +159,16 @@ class AttachedDataLoader(DataLoader):
     ``[data, target]`` batches, on the lane's GPU for a "cuda" node). The
     lane is ``trainer`` (Default: ``$LOCAL_RANK``, else 0). Dataset,
     sampler and workers belong to the node: ``batch_size``, when given,
-    must match the node's."""
+    must match the node's. ``node_uid``: the uid the node must run as
+    (Default: ``None``, this process's); a node of another uid is refused
+    with NodeError. Batches may be changed in place; the changes are this
+    process's own (copy-on-write pages of the node's ring)."""
 
     def __init__(self, dataset=None, batch_size=None, *args, attach=None, trainer=None,
-                 connect_timeout=60.0, **kwargs):
+                 connect_timeout=60.0, node_uid=None, **kwargs):
         core = _AttachedCore(str(attach), -1 if trainer is None else int(trainer),
-                             float(connect_timeout))
+                             float(connect_timeout),
+                             node_uid=-1 if node_uid is None else int(node_uid))
         if batch_size is not None and int(batch_size) != core.batch_size:
             node_batch_size = core.batch_size
             # Detach now: the exception's traceback keeps this frame (and

@@ -4,7 +4,11 @@ needs its slot is spilled (copied once out of the ring, its tensors and views
 following), as with torch's DataLoader, where kept batches just stay valid."""
 import gc
 import itertools
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 import torch
 import torchvision
@@ -102,3 +106,64 @@ def test_raise_is_still_an_option(image_folder):
         list(ours)
     with pytest.raises(ValueError, match="held_batches"):
         native_pair(image_folder, held_batches="keep")
+
+
+class Arrays(torch.utils.data.Dataset):
+    """(ndarray, label) samples whose 4 KiB arrays are not small fields, so
+    the trainer side builds them from the ring slot."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return np.full((32, 32), i, dtype=np.float32), i
+
+
+class RaggedArrays(Arrays):
+    """Arrays of other shapes than sample 0's that fit its region (reshaped)."""
+
+    def __getitem__(self, i):
+        return np.full((32 - i % 5, 32), i, dtype=np.float32), i
+
+
+def keep_samples(samples):
+    return samples  # a custom collate_fn that keeps what it was given
+
+
+@pytest.mark.parametrize("dataset", [Arrays(), RaggedArrays()], ids=["arrays", "ragged"])
+def test_arrays_a_collate_fn_keeps_keep_their_values(dataset):
+    ours = ringloader.DataLoader(dataset, batch_size=2, num_workers=2, ring_slots=2,
+                                 collate_fn=keep_samples)
+    kept = list(ours)  # 32 batches through 2 slots: most of them spilled
+    assert len(kept) == 32
+    changed = [i for batch in kept for array, i in batch
+               if not (array == np.float32(i)).all()]
+    assert changed == []
+    assert all(isinstance(array, np.ndarray) and array.shape == dataset[i][0].shape
+               for batch in kept for array, i in batch)
+
+
+ARRAYS_AFTER_THE_LOADER = """
+import gc, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+import ringloader
+from test_hold_batches import Arrays, keep_samples
+loader = ringloader.DataLoader(Arrays(), batch_size=2, num_workers=2, ring_slots=2,
+                               collate_fn=keep_samples)
+kept = [batch for n, batch in enumerate(loader) if n < 8]  # the rest dropped
+del loader
+gc.collect()  # no batch holds a slot any more: nothing keeps the ring mapped
+for batch in kept:
+    for array, i in batch:
+        assert (array == np.float32(i)).all(), (i, array[0, 0])
+print("read", sum(len(batch) for batch in kept))
+"""
+
+
+def test_arrays_stay_readable_after_the_loader_is_gone():
+    script = ARRAYS_AFTER_THE_LOADER.format(tests=os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "read 16" in done.stdout

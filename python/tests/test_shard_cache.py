@@ -118,6 +118,26 @@ def test_failed_fetch_names_shard_status_and_stderr(shard_dir):
     assert not list((shard_dir / "cache").glob("*.part"))
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+def test_a_cache_folder_another_user_owns_or_may_write_is_refused(shard_dir):
+    _, url = counting_url(shard_dir)
+    theirs = shard_dir / "theirs"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)  # nobody's: nobody could plant shards in it
+    with pytest.raises(OSError, match=f"{theirs} is owned by uid 65534"):
+        ringloader.datasets.TarShards(url, PIPELINE, cache_dir=theirs)
+    shared = shard_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # as /tmp
+    with pytest.raises(OSError, match=f"{shared} is writable by others"):
+        ringloader.datasets.TarShards(url, PIPELINE, cache_dir=shared)
+    assert not list(theirs.iterdir()) and not list(shared.iterdir())
+    made = shard_dir / "made" / "cache"
+    ringloader.datasets.TarShards(url, PIPELINE, cache_dir=made)
+    assert made.stat().st_mode & 0o777 == 0o700
+    assert {p.stat().st_mode & 0o777 for p in made.glob("*.shard")} == {0o600}
+
+
 def test_auto_workers_give_the_same_bytes_as_fixed(shard_dir):
     pattern = f"{shard_dir}/shards/shard-{{000..004}}.tar"
     dataset = ringloader.datasets.TarShards(pattern, PIPELINE, shuffle_buffer=4)

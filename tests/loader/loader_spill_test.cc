@@ -2,9 +2,12 @@
 // Held batches: when next() needs a slot that a live batch holds, that batch
 // is spilled (copied out of the ring, its storage's data pointer swapped) by
 // default; held_batches = kRaise keeps LeaseError.
+#include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <new>
 #include <vector>
 
 #include "ringloader/ringloader.h"
@@ -75,6 +78,55 @@ TEST_F(Spill, ViewsTakenBeforeTheSpillSeeTheSpilledBytes) {
   EXPECT_GE(loader.stats().spilled_batches, 1);
   EXPECT_NE(view.data_ptr(), in_ring);  // it moved out of the slot...
   EXPECT_TRUE(torch::equal(view, expected));  // ...with its bytes
+}
+
+// Fails the first CPU allocation of at least `bytes` (a spill's copy of a
+// batch; the trainer's other allocations are smaller), then passes every
+// request to the allocator it stands in for: one moment out of memory.
+class FailOnce final : public c10::Allocator {
+ public:
+  FailOnce(c10::Allocator* real, size_t bytes) : real_(real), bytes_(bytes) {}
+  c10::DataPtr allocate(size_t n) const override {
+    if (n >= bytes_ && armed_.exchange(false, std::memory_order_relaxed)) {
+      throw std::bad_alloc();
+    }
+    return real_->allocate(n);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return real_->raw_deleter(); }
+
+ private:
+  c10::Allocator* real_;
+  size_t bytes_;
+  mutable std::atomic<bool> armed_{true};
+};
+
+TEST_F(Spill, AFailedSpillIsTriedAgainByTheNextNext) {
+  Loader loader(dataset_, pipeline(), two_slots(2));
+  loader.begin_epoch();
+  std::vector<Batch> held{*loader.next(), *loader.next()};
+  std::vector<torch::Tensor> expected{held[0].data.clone(), held[1].data.clone()};
+  c10::Allocator* real = c10::GetCPUAllocator();
+  FailOnce fail_once(real, held[0].data.storage().nbytes());
+  c10::SetCPUAllocator(&fail_once, 255);
+  struct Restore {
+    c10::Allocator* real;
+    ~Restore() { c10::SetCPUAllocator(real, 255); }
+  } restore{real};
+  // Batch 2 needs batch 0's slot, and batch 0's copy cannot be allocated.
+  EXPECT_THROW(loader.next(), std::bad_alloc);
+  EXPECT_EQ(loader.stats().spilled_batches, 0);
+  EXPECT_TRUE(torch::equal(held[0].data, expected[0]));
+  // Memory is back: the same spill is tried again, and the epoch goes on.
+  std::optional<Batch> third;
+  ASSERT_NO_THROW(third = loader.next());
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->index, 2);
+  EXPECT_EQ(loader.stats().spilled_batches, 1);
+  held.push_back(*third);
+  while (std::optional<Batch> batch = loader.next()) held.push_back(*batch);
+  EXPECT_EQ(held.size(), 5u);
+  EXPECT_TRUE(torch::equal(held[0].data, expected[0]));
+  EXPECT_TRUE(torch::equal(held[1].data, expected[1]));
 }
 
 TEST_F(Spill, RaiseKeepsLeaseError) {

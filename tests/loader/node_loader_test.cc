@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -50,6 +52,42 @@ std::vector<int64_t> padded_order(int64_t size, const LoaderOptions& options, in
   const size_t wanted = static_cast<size_t>((size + round - 1) / round * round);
   for (size_t i = order.size(); i < wanted; ++i) order.push_back(order[i % size]);
   return order;
+}
+
+// The node's own view of a trainer's host batch: node and trainer share
+// this process, so /proc/self/maps shows the trainer's private mapping of
+// the ring (rw-p) and the node's shared one (rw-s) of the same memfd.
+torch::Tensor node_view(const torch::Tensor& batch) {
+  struct Line {
+    uintptr_t start = 0, end = 0;
+    uint64_t offset = 0, inode = 0;
+    char perms[5] = {};
+  };
+  std::vector<Line> lines;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string text; std::getline(maps, text);) {
+    Line line;
+    if (std::sscanf(text.c_str(), "%lx-%lx %4s %lx %*s %lu", &line.start, &line.end,
+                    line.perms, &line.offset, &line.inode) == 5) {
+      lines.push_back(line);
+    }
+  }
+  const auto at = reinterpret_cast<uintptr_t>(batch.data_ptr());
+  for (const Line& mine : lines) {
+    if (at < mine.start || at >= mine.end) continue;
+    EXPECT_STREQ(mine.perms, "rw-p") << "the trainer's ring mapping";
+    const uint64_t file_offset = mine.offset + (at - mine.start);
+    for (const Line& node : lines) {
+      if (node.inode != mine.inode || std::string(node.perms) != "rw-s" ||
+          file_offset < node.offset || file_offset >= node.offset + (node.end - node.start)) {
+        continue;
+      }
+      auto* shared = reinterpret_cast<void*>(node.start + (file_offset - node.offset));
+      return torch::from_blob(shared, batch.sizes(), batch.options());
+    }
+  }
+  ADD_FAILURE() << "no shared mapping of the trainer's batch";
+  return torch::Tensor();
 }
 
 TEST_F(NodeTest, EachLaneGetsItsShareOfTheNodeOrderByteForByte) {
@@ -283,6 +321,58 @@ TEST_F(NodeTest, HostLaneBatchesStayInTheNodeRingUntilReleased) {
   EXPECT_EQ(stats.loader.ring_slots, 2 + 2 * 2);  // decode-ahead + trainers x lane slots
   EXPECT_EQ(stats.loader.spilled_batches, 0);
   EXPECT_EQ(stats.batches, 24);
+}
+
+TEST_F(NodeTest, InPlaceOpsOnHostBatchesArePrivateAndNeverReachALaterBatch) {
+  // Trainers change every batch in place, as training scripts do (before:
+  // SIGSEGV on the read-only ring). The writes stay in the trainer's pages:
+  // the node's ring keeps its bytes, and after a small ring has been reused
+  // by both lanes for three epochs every batch still equals the reference
+  // (a private page kept past its batch's release would show old bytes).
+  // 3 x 3 x 40 x 40 floats = 57600 bytes: the last page is partly the
+  // slot's targets and indices.
+  auto options = this->options(3, 2);
+  options.ring_slots = 2;
+  options.shuffle = true;
+  options.seed = 11;
+  Pipeline pipeline{RandomResizedCrop(40), RandomHorizontalFlip(), ToTensor()};
+  NodeOptions node = node_options(unique_name("in-place"), 2);
+  node.epochs = 3;
+  NodeLoader server(dataset_, pipeline, options, node);
+  server.start();
+  auto reference_options = options;
+  reference_options.max_samples_per_epoch = 24;
+  Loader reference(dataset_, pipeline, reference_options);
+  AttachedLoader trainers[2] = {AttachedLoader(node.name, lane(0)),
+                                AttachedLoader(node.name, lane(1))};
+  std::optional<Batch> held[2];  // one batch a lane is kept while the next comes
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    reference.set_epoch(epoch);
+    reference.set_order(padded_order(21, options, 2, epoch));
+    reference.begin_epoch();
+    for (AttachedLoader& trainer : trainers) trainer.begin_epoch();
+    int64_t global = 0;
+    while (std::optional<Batch> expected = reference.next()) {
+      const int64_t which = global % 2;
+      std::optional<Batch> got = trainers[which].next();
+      ASSERT_TRUE(got.has_value()) << "epoch " << epoch << " batch " << global;
+      ASSERT_TRUE(torch::equal(got->data, expected->data))
+          << "stale bytes in epoch " << epoch << " batch " << global;
+      torch::Tensor node_bytes = node_view(got->data);
+      ASSERT_TRUE(node_bytes.defined());
+      got->data.mul_(-3).add_(7);  // every byte of the batch, its last page too
+      EXPECT_FALSE(torch::equal(got->data, expected->data));
+      EXPECT_TRUE(torch::equal(node_bytes, expected->data))
+          << "the node's ring changed, epoch " << epoch << " batch " << global;
+      held[which] = std::move(got);  // releases the lane's batch before it
+      ++global;
+    }
+    EXPECT_EQ(global, 8);  // 21 -> 24 samples
+  }
+  held[0].reset();
+  held[1].reset();
+  server.join();
+  EXPECT_EQ(server.stats().loader.spilled_batches, 0);
 }
 
 TEST_F(NodeTest, KeptBatchesAreCopiedOutOfTheLane) {

@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The node's lane fences (loader/node/lane_protocol.h) and its attach socket
-// (loader/node/node_socket.h), without a node: a producer thread stands in
-// for the node, a consumer thread for the trainer.
+// The node's lane fences (loader/node/lane_protocol.h, node_lane.h) and its
+// attach socket (loader/node/node_socket.h), without a node: a NodeLane and
+// a TrainerLane over a real control memfd, in threads of one process.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "loader/node/lane_control.h"
 #include "loader/node/lane_protocol.h"
+#include "loader/node/node_lane.h"
 #include "loader/node/node_socket.h"
 #include "loader/ring/shared_region.h"
 #include "ringloader/errors.h"
@@ -19,135 +23,183 @@
 namespace ringloader::node {
 namespace {
 
+// A node lane and the trainer's side of it, over a real control memfd.
 struct Lane {
-  LaneHeader header{};
   std::vector<LaneSlot> slots;
-  explicit Lane(uint32_t count) : slots(count) {
-    for (LaneSlot& slot : slots) slot.state.store(0, std::memory_order_relaxed);
-    header.next_lease.store(0, std::memory_order_relaxed);
-    header.trainer_pid.store(0, std::memory_order_relaxed);
+  NodeLane node;
+  ring::SharedRegion control;
+  std::unique_ptr<TrainerLane> trainer;
+  explicit Lane(uint32_t count) : slots(count), node(0, count, slots.data(), nullptr) {
+    attach();
   }
-  LaneProtocol protocol() { return LaneProtocol(header, slots.data(), slots.size()); }
+  void attach() {
+    control = ring::SharedRegion::attach(dup(node.attach()));
+    trainer = std::make_unique<TrainerLane>(*static_cast<ControlHeader*>(control.data()),
+                                            slots.data(), static_cast<uint32_t>(slots.size()));
+  }
+  ControlHeader& header() const { return *static_cast<ControlHeader*>(control.data()); }
+  bool free_now() { return node.wait_free(0) == NodeLane::Wait::kFill; }
+  void publish(int64_t index) {
+    ASSERT_TRUE(free_now());
+    slots[node.next_batch() % slots.size()].index = index;
+    node.filled();
+    node.published();
+  }
+  int detach() {
+    int reclaimed = -1;
+    std::string why;
+    EXPECT_TRUE(node.detach(&reclaimed, &why)) << why;
+    return reclaimed;
+  }
 };
 
 TEST(LaneProtocol, AFreshLaneIsFreeForItsFirstBatchesOnly) {
   Lane lane(3);
-  LaneProtocol protocol = lane.protocol();
-  for (uint64_t n = 0; n < 3; ++n) EXPECT_TRUE(protocol.free_for(n));
-  // Batch 3 shares slot 0 with batch 0 but is a later generation.
-  EXPECT_FALSE(protocol.free_for(3));
-  EXPECT_FALSE(protocol.ready(0));
+  for (int64_t n = 0; n < 3; ++n) lane.publish(n);
+  // Batch 3 shares slot 0 with batch 0, which is not consumed yet.
+  EXPECT_EQ(lane.node.wait_free(0), NodeLane::Wait::kBusy);
+  EXPECT_TRUE(lane.trainer->ready(0));
+  EXPECT_FALSE(lane.trainer->ready(3));
 }
 
 TEST(LaneProtocol, ABatchIsReadyOnlyForItsOwnGeneration) {
   Lane lane(2);
-  LaneProtocol protocol = lane.protocol();
-  protocol.publish(0, 4, 7, 0);
-  EXPECT_TRUE(protocol.ready(0));
-  EXPECT_FALSE(protocol.ready(2));  // same slot, next generation
-  protocol.lease(0);
-  EXPECT_EQ(lane.header.next_lease.load(), 1u);
-  EXPECT_FALSE(protocol.free_for(2));
-  protocol.release(0);
-  EXPECT_TRUE(protocol.free_for(2));
-  EXPECT_FALSE(protocol.free_for(0));
+  lane.publish(0);
+  EXPECT_TRUE(lane.trainer->ready(0));
+  EXPECT_FALSE(lane.trainer->ready(2));  // same slot, next generation
+  lane.trainer->lease(0);
+  EXPECT_EQ(lane.header().next_lease.load(), 1u);
+  lane.publish(1);
+  EXPECT_EQ(lane.node.wait_free(0), NodeLane::Wait::kBusy);  // batch 2 waits for 0
+  lane.trainer->release(0);
+  EXPECT_TRUE(lane.free_now());
 }
 
 TEST(LaneProtocol, ProducerAndConsumerKeepOrderThroughTwoSlots) {
   Lane lane(2);
-  LaneProtocol protocol = lane.protocol();
   constexpr uint64_t kBatches = 20000;
   std::vector<int64_t> payload(2, -1);  // the "data" of each slot
   std::thread producer([&] {
     for (uint64_t n = 0; n < kBatches; ++n) {
-      while (!protocol.wait_free(n, 10'000'000)) {
+      while (lane.node.wait_free(10'000'000) != NodeLane::Wait::kFill) {
       }
-      payload[protocol.slot_index(n)] = static_cast<int64_t>(n);
-      protocol.publish(n, 1, 0, static_cast<int64_t>(n));
+      payload[n % 2] = static_cast<int64_t>(n);
+      lane.slots[n % 2].index = static_cast<int64_t>(n);
+      lane.node.filled();
+      lane.node.published();
     }
   });
   uint64_t wrong = 0;
   for (uint64_t n = 0; n < kBatches; ++n) {
-    while (!protocol.wait_ready(n, 10'000'000)) {
+    while (!lane.trainer->wait_ready(n, 10'000'000)) {
     }
-    protocol.lease(n);
-    if (payload[protocol.slot_index(n)] != static_cast<int64_t>(n) ||
-        protocol.slot_for(n).index != static_cast<int64_t>(n)) {
+    lane.trainer->lease(n);
+    if (payload[n % 2] != static_cast<int64_t>(n) ||
+        lane.trainer->slot_for(n).index != static_cast<int64_t>(n)) {
       ++wrong;
     }
-    protocol.release(n);
+    lane.trainer->release(n);
   }
   producer.join();
   EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(lane.node.counts().violations, 0);
 }
 
 TEST(LaneProtocol, ReclaimFreesLeasedSlotsAndKeepsUnreadOnes) {
   Lane lane(3);
-  LaneProtocol protocol = lane.protocol();
-  for (uint64_t n = 0; n < 3; ++n) protocol.publish(n, 1, 0, n);
-  protocol.lease(0);  // the trainer died holding batch 0
-  EXPECT_EQ(protocol.reclaim(), 1);
-  EXPECT_TRUE(protocol.free_for(3));
+  for (int64_t n = 0; n < 3; ++n) lane.publish(n);
+  lane.trainer->lease(0);  // the trainer died holding batch 0
+  EXPECT_EQ(lane.detach(), 1);
+  EXPECT_EQ(lane.node.counts().reclaimed_slots, 1);
+  EXPECT_TRUE(lane.free_now());  // batch 3, into batch 0's slot
   // Batches 1 and 2 were never leased: the next trainer reads them.
-  EXPECT_TRUE(protocol.ready(1));
-  EXPECT_TRUE(protocol.ready(2));
-  EXPECT_EQ(lane.header.next_lease.load(), 1u);
-  EXPECT_EQ(protocol.reclaim(), 0);  // idempotent
+  lane.attach();
+  EXPECT_EQ(lane.header().next_lease.load(), 1u);
+  EXPECT_TRUE(lane.trainer->ready(1));
+  EXPECT_TRUE(lane.trainer->ready(2));
+  EXPECT_EQ(lane.detach(), 0);
 }
 
 TEST(LaneProtocol, ReclaimFreesABatchLeasedHalfway) {
   Lane lane(2);
-  LaneProtocol protocol = lane.protocol();
-  protocol.publish(0, 1, 0, 0);
-  protocol.publish(1, 1, 0, 1);
+  lane.publish(0);
+  lane.publish(1);
   // A trainer that died between its two stores: next_lease moved, the
   // state still READY.
-  lane.header.next_lease.store(1, std::memory_order_release);
-  EXPECT_EQ(protocol.reclaim(), 1);
-  EXPECT_TRUE(protocol.free_for(2));
-  EXPECT_TRUE(protocol.ready(1));
+  lane.header().next_lease.store(1, std::memory_order_release);
+  EXPECT_EQ(lane.detach(), 1);
+  EXPECT_TRUE(lane.free_now());
+  lane.attach();
+  EXPECT_TRUE(lane.trainer->ready(1));
 }
 
 // What host lanes use to drop the node's ring batch behind a slot.
-TEST(LaneProtocol, ASlotIsFreeOnlyOnceItsBatchIsReleasedOrReclaimed) {
+TEST(LaneProtocol, ASlotIsReleasedOnlyOnceItsBatchIsConsumed) {
   Lane lane(2);
-  LaneProtocol protocol = lane.protocol();
-  EXPECT_TRUE(protocol.slot_free(0));
-  protocol.publish(0, 1, 0, 0);
-  protocol.publish(1, 1, 0, 1);
-  EXPECT_FALSE(protocol.slot_free(0));  // READY
-  protocol.lease(0);
-  protocol.lease(1);
-  EXPECT_FALSE(protocol.slot_free(0));  // LEASED
-  protocol.release(0);
-  EXPECT_TRUE(protocol.slot_free(0));
-  EXPECT_FALSE(protocol.slot_free(1));
-  EXPECT_EQ(protocol.reclaim(), 1);
-  EXPECT_TRUE(protocol.slot_free(1));
+  EXPECT_TRUE(lane.node.slot_released(0));  // nothing in it
+  lane.publish(0);
+  lane.publish(1);
+  EXPECT_FALSE(lane.node.slot_released(0));  // READY
+  lane.trainer->lease(0);
+  lane.trainer->lease(1);
+  EXPECT_FALSE(lane.node.slot_released(0));  // LEASED
+  lane.trainer->release(0);
+  EXPECT_TRUE(lane.node.slot_released(0));
+  EXPECT_FALSE(lane.node.slot_released(1));
+  EXPECT_EQ(lane.detach(), 1);
+  EXPECT_TRUE(lane.node.slot_released(1));
 }
 
 TEST(LaneProtocol, ReleasedSlotsAreNotReclaimed) {
   Lane lane(2);
-  LaneProtocol protocol = lane.protocol();
-  protocol.publish(0, 1, 0, 0);
-  protocol.lease(0);
-  protocol.release(0);
-  EXPECT_EQ(protocol.reclaim(), 0);
-  EXPECT_TRUE(protocol.free_for(2));
+  lane.publish(0);
+  lane.trainer->lease(0);
+  lane.trainer->release(0);
+  EXPECT_EQ(lane.detach(), 0);
+  EXPECT_TRUE(lane.free_now());
 }
 
-TEST(LaneProtocol, TheLayoutHoldsInSharedMemory) {
-  // Another process maps the same bytes: a memfd-backed lane works as the
-  // in-process one (and the atomics are lock-free words).
+TEST(LaneProtocol, AWordNoHonestTrainerWritesDetachesItAndTheLaneDrops) {
+  Lane lane(2);
+  lane.publish(0);
+  lane.publish(1);
+  // A wrong generation in batch 0's slot: the node would wait forever.
+  lane.trainer->word_of(0).store(lane_state(6, 2, kLaneLeased));
+  EXPECT_EQ(lane.node.wait_free(0), NodeLane::Wait::kDrop);
+  EXPECT_EQ(lane.node.counts().violations, 1);
+  EXPECT_NE(lane.node.take_violation().find("slot 0"), std::string::npos);
+  lane.node.dropped();
+  EXPECT_EQ(lane.node.counts().dropped_batches, 1);
+  // Writes into the old control change nothing any more.
+  lane.trainer->word_of(1).store(0xffffffffu);
+  EXPECT_EQ(lane.node.wait_free(0), NodeLane::Wait::kDrop);
+  lane.node.dropped();
+  // A new trainer ends the drop: the lane starts afresh after batch 3.
+  lane.attach();
+  EXPECT_EQ(lane.header().next_lease.load(), 4u);
+  EXPECT_TRUE(lane.free_now());
+}
+
+TEST(LaneProtocol, ANextLeaseBeyondWhatWasPublishedIsAViolation) {
+  Lane lane(2);
+  lane.publish(0);
+  lane.header().next_lease.store(1u << 20, std::memory_order_release);
+  int reclaimed = -1;
+  std::string why;
+  EXPECT_FALSE(lane.node.detach(&reclaimed, &why));
+  EXPECT_NE(why.find("next_lease"), std::string::npos) << why;
+  EXPECT_EQ(lane.node.counts().violations, 1);
+  EXPECT_EQ(lane.node.wait_free(0), NodeLane::Wait::kDrop);
+}
+
+TEST(LaneProtocol, TheControlLayoutHoldsInSharedMemory) {
+  // Another process maps the same bytes (and the atomics are lock-free).
   static_assert(std::atomic<uint32_t>::is_always_lock_free);
   static_assert(std::atomic<uint64_t>::is_always_lock_free);
-  auto region = ring::SharedRegion::create("lane-test", sizeof(LaneHeader) + 2 * sizeof(LaneSlot));
-  auto* header = static_cast<LaneHeader*>(region.data());
-  auto* slots = reinterpret_cast<LaneSlot*>(header + 1);
-  LaneProtocol protocol(*header, slots, 2);
-  protocol.publish(0, 5, 1, 0);
-  EXPECT_EQ(slots[0].rows, 5u);
-  EXPECT_TRUE(protocol.ready(0));
+  Lane lane(2);
+  EXPECT_EQ(lane.control.size(), control_bytes(2));
+  EXPECT_EQ(lane.header().magic, kControlMagic);
+  EXPECT_EQ(lane.header().slots, 2u);
 }
 
 TEST(NodeSocket, NamesAreChecked) {
@@ -200,8 +252,12 @@ TEST(NodeSocket, MessagesCarryDescriptorsAndThePeerIsKnown) {
   ASSERT_TRUE(receive_message(pair[1], &got, sizeof(got), &fds));
   EXPECT_TRUE(fds.empty());
   EXPECT_FALSE(send_message(pair[0], &request, sizeof(request),
-                            {region.fd(), ring.fd(), region.fd()}));
+                            {region.fd(), ring.fd(), region.fd(), ring.fd()}));
   EXPECT_EQ(peer_pid(pair[1]), getpid());
+  EXPECT_EQ(peer_credentials(pair[1]).uid, geteuid());
+  EXPECT_TRUE(peer_in_group(pair[1], getegid()));
+  const int pidfd = peer_pidfd(pair[1], getpid());
+  if (pidfd >= 0) close(pidfd);
   EXPECT_FALSE(peer_gone(pair[1]));
   close(pair[0]);
   EXPECT_TRUE(peer_gone(pair[1]));

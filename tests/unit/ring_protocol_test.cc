@@ -243,9 +243,11 @@ TEST(SlotProtocol, RedoEntriesAreRebuiltAsClaimsOfTheCurrentPlan) {
 // Threads racing for redo entries and fresh claims: every id is taken
 // exactly once (TSan checks the orders on the way).
 TEST(SlotProtocol, RedoEntriesAndClaimsAreEachTakenOnce) {
-  auto ring = Ring::create(small_geometry(4));
-  SlotProtocol protocol(*ring);
   constexpr uint64_t kBatches = 400;
+  RingGeometry geometry = small_geometry(4);
+  geometry.order_capacity = kBatches * 4;  // a plan must fit its order table
+  auto ring = Ring::create(geometry);
+  SlotProtocol protocol(*ring);
   protocol.publish_plan(0, kBatches, kBatches * 4, 0);
   // Pretend ids 0..7 were owned by workers that died: claim them away and
   // queue them again, as the trainer's recovery does.
