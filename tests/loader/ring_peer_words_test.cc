@@ -97,7 +97,11 @@ class RingPeerWords : public testing::FolderTest<2, 8> {
     loader_->begin_epoch();
     scribbler_.emplace();  // maps the ring just made
     ASSERT_TRUE(scribbler_->mapped());
-    ASSERT_TRUE(scribbler_->wait_ready(0));
+    // The whole epoch READY before any word is forged: a rejected batch
+    // kills the worker that filled it, and only the trainer's next()
+    // replaces it, so a batch still unfilled then would never come (as
+    // under ASan, whose worker is slower than the test).
+    for (uint32_t batch = 0; batch < 4; ++batch) ASSERT_TRUE(scribbler_->wait_ready(batch));
   }
   // next() must raise WorkerError; returns its message.
   std::string next_error() {
