@@ -36,18 +36,6 @@ uint64_t fnv1a(const std::string& text) {
   return hash;
 }
 
-// Closes a descriptor (and with it its flock) when the scope ends.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int value) : fd(value) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-};
-
 void flock_retrying(int fd, int operation) {
   while (flock(fd, operation) != 0) {
     if (errno != EINTR) throw IoError("ringloader: flock: " + errno_text());

@@ -33,17 +33,6 @@ std::string stem_of(const std::string& name, const char* suffix) {
   return name.substr(0, name.size() - std::strlen(suffix));
 }
 
-// Closes a descriptor (and with it its flock) when the scope ends.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int value) : fd(value) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
-
 std::string octal(mode_t mode) {
   char text[8];
   std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));

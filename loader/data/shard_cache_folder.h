@@ -18,12 +18,26 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace ringloader::data {
+
+// Closes a descriptor (and with it its flock) when the scope ends.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int value) : fd(value) {}
+  ~Fd() {
+    if (fd >= 0) close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int release() { return std::exchange(fd, -1); }
+};
 
 class CacheFolder {
  public:
