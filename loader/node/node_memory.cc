@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <utility>
 
 #include "ringloader/errors.h"
 
@@ -24,31 +23,6 @@ namespace {
 }
 
 }  // namespace
-
-Mapping::Mapping(Mapping&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      data_(std::exchange(other.data_, nullptr)),
-      size_(std::exchange(other.size_, 0)) {}
-
-Mapping& Mapping::operator=(Mapping&& other) noexcept {
-  if (this != &other) {
-    reset();
-    fd_ = std::exchange(other.fd_, -1);
-    data_ = std::exchange(other.data_, nullptr);
-    size_ = std::exchange(other.size_, 0);
-  }
-  return *this;
-}
-
-Mapping::~Mapping() { reset(); }
-
-void Mapping::reset() {
-  if (data_) munmap(data_, size_);
-  if (fd_ >= 0) close(fd_);
-  data_ = nullptr;
-  fd_ = -1;
-  size_ = 0;
-}
 
 Mapping create_node_region(const std::string& name, size_t bytes) {
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);

@@ -12,29 +12,12 @@
 #include <cstddef>
 #include <string>
 
+#include "loader/ring/shared_region.h"
+
 namespace ringloader::node {
 
 // A mapping and its descriptor; unmapped and closed when it dies.
-class Mapping {
- public:
-  Mapping() = default;
-  Mapping(int fd, void* data, size_t size) : fd_(fd), data_(data), size_(size) {}
-  Mapping(Mapping&& other) noexcept;
-  Mapping& operator=(Mapping&& other) noexcept;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping();
-
-  void* data() const { return data_; }
-  size_t size() const { return size_; }
-  int fd() const { return fd_; }
-
- private:
-  void reset();
-  int fd_ = -1;
-  void* data_ = nullptr;
-  size_t size_ = 0;
-};
+using Mapping = ring::SharedRegion;
 
 // The node's region: zeroed, mapped read-write here, sealed against any
 // other writable mapping and against resizing. Throws Error.

@@ -21,6 +21,10 @@ class SharedRegion {
   static std::string read_text_fd(int fd);
 
   SharedRegion() = default;
+  // Takes `fd` and the mapping `data` of `size` bytes made from it: both
+  // are released when the region dies (a mapping made another way than
+  // create/attach, as the node's read-only and copy-on-write ones).
+  SharedRegion(int fd, void* data, size_t size) : fd_(fd), data_(data), size_(size) {}
   SharedRegion(SharedRegion&& other) noexcept;
   SharedRegion& operator=(SharedRegion&& other) noexcept;
   SharedRegion(const SharedRegion&) = delete;
@@ -32,8 +36,6 @@ class SharedRegion {
   int fd() const { return fd_; }
 
  private:
-  SharedRegion(int fd, void* data, size_t size)
-      : fd_(fd), data_(data), size_(size) {}
   void reset();
   int fd_ = -1;
   void* data_ = nullptr;
