@@ -4,7 +4,6 @@ behaviour, fed by ringloader's ring instead of pickled worker queues."""
 import warnings
 
 import torch
-from torch.utils import dlpack as _dlpack
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
@@ -274,7 +273,7 @@ class DataLoader(torch.utils.data.DataLoader):
         elif num_workers > 0:
             self._workers = _python_workers.PythonWorkers(
                 dataset, options, worker_init_fn, self.seed, max_pickled_bytes)
-            self._native, self._batch_structure = self._workers.native, self._workers.layout
+            self._native, self._batch_structure = self._workers.native, self._workers.batch_structure
         self._epoch = 0
         self._resume = None      # a loaded state, for the next epoch started
         self._in_process = None  # the in-process iterator of the epoch in progress
