@@ -91,6 +91,9 @@ class DataLoader(torch.utils.data.DataLoader):
     ``ring_memory_budget_bytes`` (Default: a quarter of physical memory).
     """
 
+    # The class DataLoader(attach=...) makes (attached.py declares it).
+    _attached_class = None
+
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
                  batch_sampler=None, num_workers=0, collate_fn=None,
                  pin_memory=False, drop_last=False, timeout=0,
@@ -190,11 +193,16 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def __new__(cls, *args, **kwargs):
         # DataLoader(attach="name") reads a NodeLoader's lane instead of a
-        # dataset of its own (node.py).
+        # dataset of its own: the subclass declared with attaches=True
+        # (attached.py, which imports this module: hence no import here).
         if kwargs.get("attach") is not None and cls is DataLoader:
-            from .node import AttachedDataLoader
-            return super().__new__(AttachedDataLoader)
+            return super().__new__(DataLoader._attached_class)
         return super().__new__(cls)
+
+    def __init_subclass__(cls, attaches=False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if attaches:
+            DataLoader._attached_class = cls
 
     def __len__(self):
         return len(self.batch_sampler)
