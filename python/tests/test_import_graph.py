@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The package's modules import each other without a cycle (issue 25: the
-dataloader.py <-> node.py cycle of AttachedDataLoader). Read statically,
-so an import inside a function counts too."""
+dataloader.py <-> node.py cycle of AttachedDataLoader), and none assigns
+another object's private fields (as _state.py, _stream.py and
+_in_process.py did the DataLoader's). Read statically, so an import
+inside a function counts too."""
 import ast
 import importlib
 import os
@@ -75,3 +77,36 @@ def test_every_module_imports():
     for module in MODULES:
         if module != "__init__":
             importlib.import_module("ringloader." + module)
+
+
+# Private fields set from outside their class on purpose: torch's own
+# worker info (what torch's workers set), and the memfds a converted
+# dataset owns (set on it by the conversion that made it).
+_ALLOWED_WRITES = {("_worker.py", "torch_worker._worker_info"),
+                   ("_native_datasets.py", "owner._memfds")}
+
+
+def test_no_module_assigns_another_objects_private_fields():
+    found = []
+    for module in MODULES:
+        path = module + ".py"
+        with open(os.path.join(PACKAGE, path)) as source:
+            tree = ast.parse(source.read())
+        own = {"self", "cls"} | {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            else:
+                continue
+            for target in targets:
+                for part in ast.walk(target):
+                    if not (isinstance(part, ast.Attribute) and part.attr.startswith("_")
+                            and not part.attr.startswith("__")):
+                        continue
+                    if isinstance(part.value, ast.Name) and part.value.id in own:
+                        continue  # its own fields
+                    if (path, ast.unparse(part)) not in _ALLOWED_WRITES:
+                        found.append(f"{path}:{node.lineno}: {ast.unparse(part)}")
+    assert not found, found
