@@ -12,6 +12,7 @@
 #include "loader/trainer/batch_lease.h"
 #include "loader/trainer/distributed.h"
 #include "loader/trainer/ring_sizing.h"
+#include "ringloader/option_specs.h"
 
 namespace ringloader {
 namespace {
@@ -44,46 +45,7 @@ int default_intra_op_threads(const LoaderOptions& options) {
 
 LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   options = trainer::resolve_distributed(std::move(options));
-  if (options.batch_size <= 0) {
-    throw OptionError("ringloader: batch_size must be positive, got " +
-                      std::to_string(options.batch_size));
-  }
-  if (options.batch_size > (1 << 24)) {
-    throw OptionError("ringloader: batch_size " +
-                      std::to_string(options.batch_size) + " is too large");
-  }
-  if (options.num_workers < 0 && options.num_workers != LoaderOptions::kAutoWorkers) {
-    throw OptionError("ringloader: num_workers must be >= 0 or kAutoWorkers, got " +
-                      std::to_string(options.num_workers));
-  }
-  if (options.max_auto_workers < 0) {
-    throw OptionError("ringloader: max_auto_workers must be >= 0 (0: the cores)");
-  }
-  if (options.ring_slots < 0 || options.ring_slots == 1) {
-    throw OptionError("ringloader: ring_slots must be 0 (automatic) or >= 2, "
-                      "got " + std::to_string(options.ring_slots));
-  }
-  if (options.intra_op_threads < 0) {
-    throw OptionError("ringloader: intra_op_threads must be >= 0");
-  }
-  if (options.max_image_pixels <= 0) {
-    throw OptionError("ringloader: max_image_pixels must be positive");
-  }
-  if (options.timeout_s < 0) {
-    throw OptionError("ringloader: timeout_s must be >= 0");
-  }
-  if (options.max_samples_per_epoch < 0) {
-    throw OptionError("ringloader: max_samples_per_epoch must be >= 0");
-  }
-  if (options.hang_timeout_s < 0) {
-    throw OptionError("ringloader: hang_timeout_s must be >= 0 (0 disables)");
-  }
-  if (options.max_batch_retries < 0) {
-    throw OptionError("ringloader: max_batch_retries must be >= 0");
-  }
-  if (!(options.poll_interval_s > 0)) {
-    throw OptionError("ringloader: poll_interval_s must be positive");
-  }
+  validate_loader_options(options);  // the option table's rules (option_specs.cc)
   options.intra_op_threads = default_intra_op_threads(options);
   return options;
 }

@@ -24,13 +24,7 @@
 
 namespace ringloader {
 
-// Rank `rank` of `world`'s order of `epoch` after elastic `history`, with
-// `base`'s dataset, shuffle, seed and batching (loader_state.cc).
-std::vector<int64_t> rank_epoch_order(const sampler::Sampler& base, int64_t epoch,
-                                      const std::vector<sampler::ElasticStage>& history,
-                                      int64_t rank, int64_t world);
-
-class Loader::Impl {
+class RINGLOADER_HIDDEN Loader::Impl {
  public:
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options);
   Impl(ExternalWorkers workers, LoaderOptions options);

@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "loader/trainer/distributed.h"
+#include "loader/trainer/epoch_order.h"
 #include "loader/trainer/loader_impl.h"
 
 namespace ringloader {
 namespace {
+
+using trainer::from_stages;
+using trainer::rank_epoch_order;
+using trainer::to_stages;
 
 // FNV-1a, 64 bit: stable across processes and builds (std::hash is not).
 uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 14695981039346656037ull) {
@@ -34,46 +38,7 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-std::vector<sampler::ElasticStage> to_stages(const std::vector<ElasticStage>& stages) {
-  std::vector<sampler::ElasticStage> out;
-  for (const ElasticStage& stage : stages) out.push_back({stage.world_size, stage.batches});
-  return out;
-}
-
-std::vector<ElasticStage> from_stages(const std::vector<sampler::ElasticStage>& stages) {
-  std::vector<ElasticStage> out;
-  for (const auto& stage : stages) out.push_back({stage.world_size, stage.batches});
-  return out;
-}
-
 }  // namespace
-
-std::vector<int64_t> rank_epoch_order(const sampler::Sampler& base, int64_t epoch,
-                                      const std::vector<sampler::ElasticStage>& history,
-                                      int64_t rank, int64_t world) {
-  sampler::SamplerOptions options = base.options();
-  options.rank = rank;
-  options.world_size = world;
-  const sampler::Sampler sampler(options);
-  if (history.empty()) return sampler.order(static_cast<uint64_t>(epoch));
-  std::vector<int64_t> global;
-  sampler.global_order(static_cast<uint64_t>(epoch), global);
-  return sampler::elastic_order(global, history, rank, world, sampler.layout(),
-                                options.batch_size, options.drop_last);
-}
-
-std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
-                                 int64_t epoch, const std::vector<MixPart>& mix,
-                                 const std::vector<ElasticStage>& history) {
-  if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
-  const LoaderOptions resolved = trainer::resolve_distributed(options);
-  sampler::SamplerOptions sampler_options =
-      trainer::sampler_options(dataset_size, resolved);
-  sampler_options.mix = trainer::mix_streams(mix, {});
-  const sampler::Sampler sampler(sampler_options);
-  return rank_epoch_order(sampler, epoch, to_stages(history), resolved.rank,
-                          resolved.world_size);
-}
 
 std::string Loader::Impl::options_fingerprint() const {
   if (data_hash_.empty()) {
