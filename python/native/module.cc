@@ -160,9 +160,14 @@ std::vector<MixPart> mix_parts(const std::vector<std::vector<int64_t>>& mix) {
   return parts;
 }
 
+// _ringloader.Batch: a named tuple (data, target, epoch, index,
+// sample_indices), so Python reads batches by name. Made once at import and
+// never freed: it must outlive every batch, also at interpreter exit.
+py::object* batch_type = nullptr;
+
 py::object batch_tuple(const Batch& batch) {
-  return py::make_tuple(to_python(batch.data), to_python(batch.target), batch.epoch,
-                        batch.index, batch.sample_indices);
+  return (*batch_type)(to_python(batch.data), to_python(batch.target), batch.epoch,
+                       batch.index, batch.sample_indices);
 }
 
 // next_batch_or_none for a Loader, closing the window after the wait: a
@@ -192,7 +197,7 @@ py::object next_of_loader(Loader& loader) {
   return batch_tuple(*batch);
 }
 
-// A batch tuple (batch_tuple's) back into the Batch it was made from.
+// A Batch named tuple (batch_tuple's) back into the Batch it was made from.
 Batch batch_from_tuple(const py::tuple& raw) {
   if (raw.size() != 5 || !THPVariable_Check(raw[0].ptr()) ||
       !THPVariable_Check(raw[1].ptr())) {
@@ -212,6 +217,10 @@ PYBIND11_MODULE(_ringloader, module) {
   // THPVariable_Wrap needs torch's Python types registered.
   py::module_::import("torch");
   register_errors(module);
+  batch_type = new py::object(py::module_::import("collections").attr("namedtuple")(
+      "Batch", py::make_tuple("data", "target", "epoch", "index", "sample_indices"),
+      py::arg("module") = "ringloader._ringloader"));
+  module.attr("Batch") = *batch_type;
   register_node(module);
 
   module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {

@@ -203,7 +203,7 @@ class AttachedDataLoader(DataLoader):
             batch = core.next()
             if batch is None:
                 return
-            yield [batch[0], batch[1]]
+            yield [batch.data, batch.target]
 
     def state_dict(self):
         raise OptionError("ringloader: an attached loader's position belongs to its "
