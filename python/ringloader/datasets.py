@@ -123,18 +123,28 @@ class TargetList(_TableView):
     """``dataset.targets``: the class index of each sample, as ints.
     ``numpy.asarray(targets)`` is a zero-copy read-only view."""
 
+    @property
+    def _labels(self):
+        labels = self.__dict__.get("_labels_array")
+        if labels is None:
+            labels = self.__dict__["_labels_array"] = self._handle.labels()
+        return labels
+
     def _item(self, index):
-        return int(self._handle.labels()[index])
+        return int(self._labels[index])
 
     def __iter__(self):
-        return iter(self._handle.labels().tolist())
+        return iter(self._labels.tolist())
 
     def __array__(self, dtype=None):
-        labels = self._handle.labels()
-        return labels if dtype is None else labels.astype(dtype)
+        return self._labels if dtype is None else self._labels.astype(dtype)
+
+    @property
+    def __array_interface__(self):
+        return self._labels.__array_interface__
 
     def tolist(self):
-        return self._handle.labels().tolist()
+        return self._labels.tolist()
 
 
 class FileList(NativeDataset):
