@@ -100,7 +100,7 @@ def test_samples_and_targets_are_lazy_views_of_one_table(tmp_path):
     labels = np.asarray(ours.targets)
     assert labels.dtype == np.int64 and not labels.flags.writeable
     assert labels.tolist() == list(ours.targets)
-    assert torch.as_tensor(np.asarray(ours.targets)).tolist() == list(ours.targets)
+    assert torch.tensor(ours.targets).tolist() == list(ours.targets)
     # The description that reaches workers names the table, not the samples.
     description = ours.ringloader_dataset_json()
     assert len(description) < 400 and "/fd/" in description
