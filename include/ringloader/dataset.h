@@ -18,6 +18,7 @@
 namespace ringloader {
 namespace data {
 struct TarIndex;
+class SampleTable;
 }
 
 // One sample of a file-backed dataset: an encoded image and its label.
@@ -84,16 +85,28 @@ RINGLOADER_EXPORT std::vector<int64_t> mix_counts(const std::vector<int64_t>& si
                                 const std::vector<double>& weights, int64_t epoch_size);
 
 // A value: immutable once made (factories scan, index and validate up
-// front), cheap to copy (a tar index is shared, const), and safe to read
-// and copy from any number of threads. A Loader keeps its own copy.
+// front), cheap to copy (a tar index and a sample table are shared, const),
+// and safe to read and copy from any number of threads. A Loader keeps its
+// own copy.
+//
+// File-backed datasets keep their paths and labels in one sample table: a
+// sealed memfd built once in the trainer and mapped read-only by every
+// worker (docs/index.md), so no process holds a private copy of the list.
 class RINGLOADER_EXPORT Dataset {
  public:
   // torchvision.datasets.ImageFolder: root/<class>/<image>; classes are the
   // sub-folder names sorted by byte order, labels their positions; files are
   // sorted within a class. Accepts torchvision's IMG_EXTENSIONS
-  // (case-insensitive). Throws IoError for a missing or empty folder.
+  // (case-insensitive). Class folders are listed in parallel. Throws
+  // IoError for a missing or empty folder.
   static Dataset image_folder(const std::string& root,
                               ColorMode mode = ColorMode::kRGB);
+  // The same with a filter: `extensions` as torchvision's DatasetFolder
+  // compares them (the lower-cased name ends with one, as given; empty:
+  // IMG_EXTENSIONS), or every file with `all_files` (for a Python
+  // is_valid_file, which then picks with select()).
+  static Dataset image_folder(const std::string& root, ColorMode mode,
+                              const std::vector<std::string>& extensions, bool all_files);
 
   // An explicit list of (path, label). Paths are used as given.
   static Dataset file_list(std::vector<FileSample> samples,
@@ -144,6 +157,19 @@ class RINGLOADER_EXPORT Dataset {
                      const MixOptions& options = {});
 
   int64_t size() const;
+  // File-backed datasets: sample `index`'s path and label, read from the
+  // shared table (bounds-checked; IoError naming the index when outside).
+  std::string sample_path(int64_t index) const;
+  int64_t sample_label(int64_t index) const;
+  // The labels column of the shared table (size() values, read-only
+  // mapping; valid while a copy of this Dataset lives), or null for other
+  // kinds; and the table's bytes (0 for other kinds).
+  const int64_t* sample_labels() const;
+  uint64_t sample_table_bytes() const;
+  // A file-backed dataset of these samples of this one, in this order (a
+  // torchvision Subset, an is_valid_file filter). OptionError for other
+  // kinds or an index outside.
+  Dataset select(const std::vector<int64_t>& indices) const;
   // A mix's parts (empty for any other dataset).
   const std::vector<MixPart>& mix_parts() const { return mix_; }
   // Class names for image_folder (index = label); empty otherwise.
@@ -157,7 +183,11 @@ class RINGLOADER_EXPORT Dataset {
   nlohmann::json to_json() const;
   static Dataset from_json(const nlohmann::json& description);
 
-  const std::vector<FileSample>& files() const { return files_; }
+  // Every (path, label) of a file-backed dataset, copied out of the table:
+  // O(size) memory, for small datasets and tools; loops over a large one
+  // should use sample_path / sample_label.
+  std::vector<FileSample> files() const;
+  const std::shared_ptr<const data::SampleTable>& sample_table() const { return table_; }
   const std::string& idx_images_path() const { return idx_images_; }
   const std::string& idx_labels_path() const { return idx_labels_; }
   // Tar shards only (else null / empty): the index workers read through,
@@ -170,10 +200,14 @@ class RINGLOADER_EXPORT Dataset {
   enum class Kind { kFiles, kIdx, kTar };
   static Dataset from_tar_index(data::TarIndex index, ColorMode mode);
   static Dataset concat_tar(const std::vector<std::pair<Dataset, double>>& parts);
+  static Dataset concat_files(const std::vector<std::pair<Dataset, double>>& parts);
+  static Dataset from_table(std::shared_ptr<const data::SampleTable> table, ColorMode mode);
+  void files_json(nlohmann::json& out) const;
+  void files_from_json(const nlohmann::json& description);
 
   Kind kind_ = Kind::kFiles;
   ColorMode mode_ = ColorMode::kRGB;
-  std::vector<FileSample> files_;
+  std::shared_ptr<const data::SampleTable> table_;
   std::vector<std::string> classes_;
   std::string idx_images_, idx_labels_;
   int64_t idx_count_ = 0;

@@ -3,11 +3,8 @@
 // JSON so every process agrees on the samples and their order.
 #include "ringloader/dataset.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "loader/data/idx_file.h"
-#include "loader/data/image_folder_scan.h"
+#include "loader/data/sample_table.h"
 #include "loader/data/tar_index.h"
 #include "ringloader/errors.h"
 
@@ -25,71 +22,7 @@ ColorMode mode_from_name(const std::string& name) {
                     "' (expected \"RGB\" or \"L\")");
 }
 
-std::string folder_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-FileSample parse_list_line(const std::string& line, const std::string& base,
-                           const std::string& list_path, size_t line_number) {
-  // The label is the last field, so paths may contain spaces.
-  size_t end = line.find_last_not_of(" \t\r");
-  size_t split = line.find_last_of(" \t", end);
-  auto fail = [&](const std::string& why) {
-    return OptionError("ringloader: " + list_path + " line " +
-                       std::to_string(line_number) + ": " + why);
-  };
-  if (split == std::string::npos) throw fail("expected \"<path> <label>\"");
-  std::string path = line.substr(0, line.find_last_not_of(" \t", split) + 1);
-  std::string label_text = line.substr(split + 1, end - split);
-  size_t used = 0;
-  int64_t label = 0;
-  try {
-    label = std::stoll(label_text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != label_text.size()) throw fail("label '" + label_text + "' is not an integer");
-  if (!path.empty() && path[0] != '/') path = base + "/" + path;
-  return {path, label};
-}
-
 }  // namespace
-
-Dataset Dataset::image_folder(const std::string& root, ColorMode mode) {
-  data::FolderScan scan = data::scan_image_folder(root);
-  Dataset dataset = file_list(std::move(scan.samples), mode);
-  dataset.classes_ = std::move(scan.classes);
-  return dataset;
-}
-
-Dataset Dataset::file_list(std::vector<FileSample> samples, ColorMode mode) {
-  if (samples.empty()) throw IoError("ringloader: the file list is empty");
-  Dataset dataset;
-  dataset.kind_ = Kind::kFiles;
-  dataset.mode_ = mode;
-  dataset.files_ = std::move(samples);
-  return dataset;
-}
-
-Dataset Dataset::file_list(const std::string& list_path, ColorMode mode) {
-  std::ifstream input(list_path);
-  if (!input) throw IoError("ringloader: cannot read file list " + list_path);
-  std::vector<FileSample> samples;
-  std::string line;
-  size_t line_number = 0;
-  std::string base = folder_of(list_path);
-  while (std::getline(input, line)) {
-    ++line_number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    if (line[line.find_first_not_of(" \t")] == '#') continue;
-    samples.push_back(parse_list_line(line, base, list_path, line_number));
-  }
-  if (samples.empty()) {
-    throw IoError("ringloader: file list " + list_path + " lists no sample");
-  }
-  return file_list(std::move(samples), mode);
-}
 
 Dataset Dataset::idx(const std::string& images_path,
                      const std::string& labels_path) {
@@ -122,7 +55,7 @@ Dataset Dataset::idx(const std::string& images_path,
 
 int64_t Dataset::size() const {
   if (kind_ == Kind::kTar) return static_cast<int64_t>(tar_->samples.size());
-  return kind_ == Kind::kIdx ? idx_count_ : static_cast<int64_t>(files_.size());
+  return kind_ == Kind::kIdx ? idx_count_ : table_->size();
 }
 
 namespace {
@@ -164,16 +97,7 @@ nlohmann::json Dataset::to_json() const {
     out["width"] = image_width_;
     return out;
   }
-  out["kind"] = "files";
-  nlohmann::json paths = nlohmann::json::array();
-  nlohmann::json labels = nlohmann::json::array();
-  for (const FileSample& sample : files_) {
-    paths.push_back(sample.path);
-    labels.push_back(sample.label);
-  }
-  out["paths"] = std::move(paths);
-  out["labels"] = std::move(labels);
-  out["classes"] = classes_;
+  files_json(out);
   return out;
 }
 
@@ -195,13 +119,7 @@ Dataset Dataset::from_json(const nlohmann::json& description) {
     dataset.image_width_ = description.at("width").get<int>();
     return dataset;
   }
-  const auto& paths = description.at("paths");
-  const auto& labels = description.at("labels");
-  dataset.files_.reserve(paths.size());
-  for (size_t i = 0; i < paths.size(); ++i) {
-    dataset.files_.push_back({paths[i].get<std::string>(), labels[i].get<int64_t>()});
-  }
-  dataset.classes_ = description.value("classes", std::vector<std::string>{});
+  dataset.files_from_json(description);
   return dataset;
 }
 

@@ -70,11 +70,7 @@ Dataset Dataset::mix(const std::vector<std::pair<Dataset, double>>& parts,
   if (kind == Kind::kTar) {
     out = concat_tar(parts);
   } else {
-    out.kind_ = Kind::kFiles;
-    out.mode_ = parts.front().first.mode_;
-    for (const auto& [part, weight] : parts) {
-      out.files_.insert(out.files_.end(), part.files_.begin(), part.files_.end());
-    }
+    out = concat_files(parts);
   }
   for (size_t p = 0; p < parts.size(); ++p) {
     out.mix_.push_back({sizes[p], choose[p],

@@ -69,7 +69,11 @@ std::string SampleSource::describe(int64_t index) const {
     return describe_sample(index, dataset_.idx_images_path());
   }
   if (dataset_.tar_index()) return describe_tar_sample(*dataset_.tar_index(), index);
-  return describe_sample(index, dataset_.files()[index].path);
+  try {
+    return describe_sample(index, dataset_.sample_path(index));
+  } catch (const IoError& error) {
+    return "sample " + std::to_string(index) + " (" + error.what() + ")";
+  }
 }
 
 int64_t SampleSource::load(int64_t index, transforms::Image& image,
@@ -90,9 +94,9 @@ int64_t SampleSource::read_encoded(int64_t index,
     tar_reader_->read(index, file_bytes);
     return dataset_.tar_index()->samples[static_cast<size_t>(index)].label;
   }
-  const FileSample& sample = dataset_.files()[index];
-  read_file(sample.path, file_bytes);
-  return sample.label;
+  // Both checked against the table's bounds (it is the trainer's memory).
+  read_file(dataset_.sample_path(index), file_bytes);
+  return dataset_.sample_label(index);
 }
 
 int64_t SampleSource::load_encoded(int64_t index, transforms::Image& image,

@@ -148,9 +148,8 @@ void Loader::Impl::spawn(std::vector<std::string> command,
 std::string Loader::Impl::describe_sample(int64_t index) const {
   if (external_) return "sample " + std::to_string(index);
   const Dataset& dataset = config_.dataset;
-  if (!dataset.files().empty() && index >= 0 &&
-      index < static_cast<int64_t>(dataset.files().size())) {
-    return ringloader::describe_sample(index, dataset.files()[index].path);
+  if (dataset.sample_table() && index >= 0 && index < dataset.size()) {
+    return ringloader::describe_sample(index, dataset.sample_path(index));
   }
   return ringloader::describe_sample(index, dataset.idx_images_path());
 }

@@ -41,6 +41,7 @@ std::string Loader::Impl::options_fingerprint() const {
       nlohmann::json description = config_.dataset.to_json();
       description.erase("cache");
       description.erase("shard_bytes");
+      description.erase("table");  // its /proc path; "digest" says what it holds
       const std::string text = description.dump() + "\n" + config_.pipeline.to_json().dump();
       data_hash_ = hex(fnv1a(text.data(), text.size()));
     }

@@ -222,12 +222,8 @@ PYBIND11_MODULE(_ringloader, module) {
       py::arg("module") = "ringloader._ringloader"));
   module.attr("Batch") = *batch_type;
   register_node(module);
+  register_datasets(module);
 
-  module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {
-    Dataset dataset = Dataset::image_folder(
-        root, mode == "L" ? ColorMode::kGray : ColorMode::kRGB);
-    return dataset.to_json().dump();
-  }, py::arg("root"), py::arg("mode") = "RGB");
   module.def("tar_shards", [](const std::vector<std::string>& urls,
                               int64_t shuffle_buffer, const std::string& mode,
                               const std::string& cache_dir, uint64_t cache_limit_bytes,
@@ -305,12 +301,6 @@ PYBIND11_MODULE(_ringloader, module) {
   // native mix's description.
   module.def("mix_choose", &mix_counts, py::arg("sizes"),
              py::arg("weights"), py::arg("epoch_size"));
-  module.def("mix_dataset_json", [](const std::vector<std::pair<std::string, double>>& parts,
-                                    int64_t epoch_size) {
-    std::vector<std::pair<Dataset, double>> datasets;
-    for (const auto& [json, weight] : parts) datasets.emplace_back(dataset_from_json(json), weight);
-    return Dataset::mix(datasets, MixOptions{epoch_size}).to_json().dump();
-  }, py::arg("parts"), py::arg("epoch_size"));
   module.def("merge_states", [](const py::list& states) {
     return state_to_dict(LoaderState::merge(states_from_list(states)));
   }, py::arg("states"));

@@ -44,5 +44,7 @@ py::object next_batch_or_none(Source& source) {
 
 // NodeLoader and AttachedLoader (node.cc).
 void register_node(py::module_& module);
+// DatasetHandle and the functions that make one (datasets.cc).
+void register_datasets(py::module_& module);
 
 }  // namespace ringloader::python

@@ -194,13 +194,14 @@ def _cifar_part(dataset, datasets):
 
 
 def _ringloader_part(dataset):
-    description = dataset._description
-    if description.get("kind") != "files":
-        raise NotNative(f"{type(dataset).__name__} ({description.get('kind')}) "
+    handle = getattr(dataset, "_handle", None)
+    if handle is None:
+        kind = (dataset._description or {}).get("kind")
+        raise NotNative(f"{type(dataset).__name__} ({kind}) "
                         "cannot be subset or concatenated natively")
-    part = Part("files", description["mode"], None, None,
-                paths=list(description["paths"]), labels=list(description["labels"]),
-                classes=list(description.get("classes", [])))
+    part = Part("files", dataset.mode, None, None,
+                paths=handle.paths(0, len(handle)), labels=handle.labels().tolist(),
+                classes=list(handle.classes()))
     part.transform = dataset._pipeline  # already a ringloader Compose
     return part
 

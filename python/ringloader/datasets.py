@@ -14,6 +14,7 @@ from torch.utils.data import Dataset as _TorchDataset
 
 from . import _ringloader
 from . import transforms as _transforms
+from ._sample_views import SampleList, TargetList
 
 __all__ = ["ImageFolder", "FileList", "IdxDataset", "FashionMNIST", "TarShards", "Mix"]
 
@@ -21,7 +22,10 @@ FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
 
 
 class NativeDataset:
-    """Base: a dataset description plus a pipeline, both plain data."""
+    """Base: a dataset description plus a pipeline, both plain data.
+
+    File-backed datasets hold a native handle instead of a description: the
+    sample table it owns is shared with the workers (see ``FileList``)."""
 
     def __init__(self, description, transform, target_transform=None):
         if target_transform is not None:
@@ -44,15 +48,21 @@ class NativeDataset:
     def _load_pil(self, index):
         raise NotImplementedError
 
+    def _label(self, index):
+        return int(self._description["labels"][index])
+
     def __getitem__(self, index):
         image = self._load_pil(index)
         if self.transform is not None:
             image = _torchvision_equivalent(self.transform)(image)
-        return image, int(self._description["labels"][index])
+        return image, self._label(index)
 
 
 class FileList(NativeDataset):
-    """(path, label) pairs, or a text file of ``<path> <label>`` lines."""
+    """(path, label) pairs, or a text file of ``<path> <label>`` lines.
+
+    The samples live in a native sample table (a sealed memfd that every
+    worker maps read-only); ``samples`` and ``targets`` are views of it."""
 
     def __init__(self, samples, transform=None, target_transform=None,
                  mode="RGB"):
@@ -61,40 +71,100 @@ class FileList(NativeDataset):
         samples = [(os.fspath(p), int(label)) for p, label in samples]
         if not samples:
             raise _ringloader.DataIOError("ringloader: the file list is empty")
-        description = {
-            "kind": "files", "mode": mode,
-            "paths": [p for p, _ in samples],
-            "labels": [label for _, label in samples], "classes": [],
-        }
-        super().__init__(description, transform, target_transform)
-        self.samples = samples
-        self.targets = description["labels"]
+        handle = _ringloader.file_list_dataset([p for p, _ in samples],
+                                               [label for _, label in samples], mode)
+        self._init_table(handle, transform, target_transform, mode)
+
+    def _init_table(self, handle, transform, target_transform, mode):
+        super().__init__(None, transform, target_transform)
+        self._handle = handle
         self.mode = mode
+        self.samples = SampleList(handle)
+        self.targets = TargetList(handle)
+
+    def __len__(self):
+        return len(self._handle)
+
+    def ringloader_dataset_json(self):
+        return self._handle.json()
+
+    def _label(self, index):
+        return self._handle.label(index)
 
     def _load_pil(self, index):
         from PIL import Image
-        with open(self.samples[index][0], "rb") as f:
+        with open(self._handle.path(index), "rb") as f:
             return Image.open(f).convert(self.mode)
+
+    # The handle owns the table's memfd; a pickle names it by the trainer's
+    # /proc/<pid>/fd path, which a process of the same user reopens while
+    # the trainer lives (Python workers, a spawned DataLoader worker).
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_handle"] = self._handle.json()
+        for key in ("samples", "targets", "imgs"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        handle = _ringloader.dataset_from_json(state.pop("_handle"))
+        self.__dict__.update(state)
+        self._handle = handle
+        self.samples = SampleList(handle)
+        self.targets = TargetList(handle)
+        if "classes" in state:
+            self.imgs = self.samples
 
 
 class ImageFolder(FileList):
-    """torchvision.datasets.ImageFolder: root/<class>/<image>, same order."""
+    """torchvision.datasets.ImageFolder: root/<class>/<image>, same order,
+    same ``classes`` / ``class_to_idx`` / ``samples`` / ``targets``.
+
+    Class folders are listed in parallel in C++ into the shared sample
+    table. ``is_valid_file`` (a callable on each file's path, as in
+    torchvision) runs here, once per file, at construction; ``extensions``
+    (a ringloader addition: DatasetFolder's filter, the lower-cased path
+    ends with one of them) replaces torchvision's IMG_EXTENSIONS. Giving
+    both is a ValueError, as in torchvision."""
 
     def __init__(self, root, transform=None, target_transform=None,
-                 loader=None, is_valid_file=None, mode="RGB"):
-        if loader is not None or is_valid_file is not None:
+                 loader=None, is_valid_file=None, mode="RGB", *, extensions=None):
+        if loader is not None:
             raise _ringloader.OptionError(
-                "ImageFolder: custom loader / is_valid_file run Python per "
-                "sample; use torchvision's ImageFolder as a plain Python "
-                "dataset for that")
-        description = json.loads(_ringloader.scan_image_folder(os.fspath(root), mode))
-        samples = list(zip(description["paths"], description["labels"]))
-        super().__init__(samples, transform, target_transform, mode)
-        self._description["classes"] = description["classes"]
-        self.root = os.fspath(root)
-        self.classes = description["classes"]
+                "ImageFolder: a custom loader runs Python per sample; use "
+                "torchvision's ImageFolder as a plain Python dataset for that")
+        if extensions is not None and is_valid_file is not None:
+            raise ValueError("Both extensions and is_valid_file cannot be None "
+                             "or not None at the same time")
+        if isinstance(extensions, str):
+            extensions = [extensions]
+        root = os.path.expanduser(os.fspath(root))
+        handle = _ringloader.scan_image_folder(root, mode, list(extensions or []),
+                                               is_valid_file is not None)
+        if is_valid_file is not None:
+            handle = _keep_valid(handle, is_valid_file, root)
+        self._init_table(handle, transform, target_transform, mode)
+        self.root = root
+        self.classes = list(handle.classes())
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         self.imgs = self.samples
+
+
+def _keep_valid(handle, is_valid_file, root):
+    """The files ``is_valid_file`` accepts, in the scan's (torchvision's) order;
+    a class left without one raises FileNotFoundError as torchvision does."""
+    keep, step = [], 4096
+    for begin in range(0, len(handle), step):
+        paths = handle.paths(begin, min(begin + step, len(handle)))
+        keep.extend(begin + i for i, path in enumerate(paths) if is_valid_file(path))
+    classes = handle.classes()
+    labels = handle.labels()
+    found = {int(label) for label in set(labels[keep].tolist())} if keep else set()
+    empty = sorted(c for i, c in enumerate(classes) if i not in found)
+    if empty:
+        raise FileNotFoundError(f"Found no valid file for the classes {', '.join(empty)}. "
+                                f"(in {root}, with is_valid_file)")
+    return handle.select(keep)
 
 
 class IdxDataset(NativeDataset):
@@ -124,11 +194,8 @@ class IdxDataset(NativeDataset):
     def targets(self):
         return self._load_arrays()[1].tolist()
 
-    def __getitem__(self, index):
-        image = self._load_pil(index)
-        if self.transform is not None:
-            image = _torchvision_equivalent(self.transform)(image)
-        return image, int(self._load_arrays()[1][index])
+    def _label(self, index):
+        return int(self._load_arrays()[1][index])
 
 
 class FashionMNIST(IdxDataset):
@@ -304,7 +371,10 @@ class Mix(_TorchDataset):
         shards = [len(getattr(d, "shard_sizes", [])) for d in self.datasets]
         self.ringloader_mix = [[size, choose, count] for size, choose, count
                                in zip(self.sizes, self.choose, shards)]
-        self._native_json = _native_mix(self.datasets, self.weights, epoch_size)
+        # The native mix's handle owns its sample table (files) while the
+        # Mix lives; its JSON names the table.
+        self._native_handle = _native_mix(self.datasets, self.weights, epoch_size)
+        self._native_json = None if self._native_handle is None else self._native_handle.json()
         if self._native_json is not None:
             self._pipeline_json = self.datasets[0].ringloader_pipeline_json()
             if any(isinstance(d, TarShards) for d in self.datasets):
@@ -321,6 +391,17 @@ class Mix(_TorchDataset):
 
     def __len__(self):
         return sum(self.sizes)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_native_handle"] = None  # reopened from _native_json
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self._native_json is not None:
+            self._native_handle = _ringloader.dataset_from_json(self._native_json)
+            self._native_json = self._native_handle.json()
 
     def part_of(self, index):
         """(part, index within it) of mix index ``index``."""
@@ -343,6 +424,6 @@ def _native_mix(datasets, weights, epoch_size):
         return None
     if len({json.loads(d.ringloader_dataset_json())["mode"] for d in datasets}) != 1:
         return None
-    return _ringloader.mix_dataset_json(
+    return _ringloader.mix_dataset(
         [(d.ringloader_dataset_json(), w) for d, w in zip(datasets, weights)],
         int(epoch_size or 0))
