@@ -48,6 +48,18 @@ class _Seeder:
         np.random.seed(key)
 
 
+def _gathered(rows, writer, samples, heartbeat):
+    """Whether the batch's rows were gathered into the slot; when not (a bad
+    index), the batch runs sample by sample and fails as torch's would."""
+    if samples:
+        heartbeat(samples[0])
+    try:
+        rows.gather(writer.regions, samples)
+    except (IndexError, RuntimeError):
+        return False
+    return True
+
+
 def serve(index, server_pid, config, ring_fd):
     """Worker `index`'s life: fills batches until the trainer shuts down.
     `server_pid` is this process's parent (the endpoint exits with it);
@@ -64,10 +76,12 @@ def serve(index, server_pid, config, ring_fd):
     if config.get("worker_init_fn") is not None:
         config["worker_init_fn"](index)
     from ringloader._batch_writer import BatchWriter
+    from ringloader._tensor_rows import rows_of
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     writer = BatchWriter(batch_structure, config["batch_size"])
     seed_sample = _Seeder(config["seed"])
     heartbeat = endpoint.heartbeat
+    rows = rows_of(dataset, batch_structure)  # a TensorDataset: gathered per batch
     while True:
         task = endpoint.next_task()
         if task is None:
@@ -78,14 +92,15 @@ def serve(index, server_pid, config, ring_fd):
         try:
             samples, epoch = task.samples, task.epoch
             writer.begin(slot, len(samples))
-            seed_sample.begin_batch()
-            for position, sample_index in enumerate(samples):
-                current = sample_index
-                heartbeat(sample_index)
-                seed_sample(epoch, sample_index)
-                writer.write(position, dataset[sample_index], sample_index)
-            current = None
-            writer.finish()
+            if rows is None or not _gathered(rows, writer, samples, heartbeat):
+                seed_sample.begin_batch()
+                for position, sample_index in enumerate(samples):
+                    current = sample_index
+                    heartbeat(sample_index)
+                    seed_sample(epoch, sample_index)
+                    writer.write(position, dataset[sample_index], sample_index)
+                current = None
+                writer.finish()
         except Exception as error:
             # The trainer re-raises it with its own type and this traceback.
             from ringloader._exceptions import failure_message
