@@ -67,7 +67,8 @@ def _resolve(dataset):
     kind = type(dataset)
     if isinstance(dataset, TensorDataset) and kind.__getitem__ is TensorDataset.__getitem__:
         tensors = tuple(dataset.tensors)
-        if not tensors or any(type(t) is not torch.Tensor for t in tensors):
+        if not tensors or any(type(t) is not torch.Tensor or t.device.type != "cpu"
+                              or t.layout != torch.strided for t in tensors):
             return None
         return Rows([tensors], torch.tensor([len(tensors[0])]))
     if isinstance(dataset, Subset) and kind.__getitem__ is Subset.__getitem__:

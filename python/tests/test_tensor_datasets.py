@@ -76,8 +76,9 @@ def test_which_datasets_are_gathered():
             return self.tensors[0][i] + torch.rand(()), self.tensors[1][i]
 
     other = TensorDataset(torch.zeros(20, 3, 4, dtype=torch.float64), a.tensors[1])
+    sparse = TensorDataset(a.tensors[0].to_sparse(), a.tensors[1])
     kept = [Noisy(*a.tensors), ConcatDataset([a, other]), Subset(a, [-1]),
-            ConcatDataset([a, Noisy(*a.tensors)])]
+            ConcatDataset([a, Noisy(*a.tensors)]), sparse]
     for dataset in kept:
         assert rows_of(dataset, BatchStructure(a[0])) is None
 
