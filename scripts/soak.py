@@ -183,6 +183,27 @@ class Soak:
             resume(pid)
         stopped.clear()
 
+    @staticmethod
+    def forked_child(loader, fault):
+        """A fork child's whole life: it must leave by os._exit whatever
+        happens, or it would carry on as a second soak (and fork again)."""
+        status = 0
+        try:
+            if fault == "fork_collect":
+                # The child collects its copy of the loader and batches:
+                # its backend (native loader, workers) and the hold of the
+                # epoch's iterator on them.
+                iterator = getattr(loader._backend, "_iterator", None)
+                if iterator is not None:
+                    iterator._native = iterator._backend = None
+                loader._backend = None
+                gc.collect()
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+        finally:
+            os._exit(status)
+
     def inject(self, loader, fault, pids, stopped, sent):
         live = loader.worker_pids() or pids
         victim = self.rng.choice(live)
@@ -197,17 +218,11 @@ class Soak:
         elif fault in ("fork_exit", "fork_collect"):
             pid = os.fork()
             if pid == 0:
-                if fault == "fork_collect":
-                    # The child collects its copy of the loader and batches:
-                    # its backend (native loader, workers) and the hold of
-                    # the epoch's iterator on them.
-                    iterator = getattr(loader._backend, "_iterator", None)
-                    if iterator is not None:
-                        iterator._native = iterator._backend = None
-                    loader._backend = None
-                    gc.collect()
-                os._exit(0)
-            os.waitpid(pid, 0)
+                self.forked_child(loader, fault)  # never returns
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                self.problems.append(f"{self.label}: the {fault} child failed "
+                                     f"(wait status {status}); its traceback is above")
         elif fault == "ctrl_c":
             for pid in live:  # the trainer then surely waits
                 os.kill(pid, signal.SIGSTOP)

@@ -108,7 +108,7 @@ class RingIterator:
             self._done, self._open = True, False
             raise StopIteration
         self._received += 1
-        self._last = (batch[2], batch[3])
+        self._last = (batch.epoch, batch.index)
         return batch
 
     def _check_lost(self):
@@ -124,22 +124,23 @@ class RingIterator:
             f"state_dict() saved before")
 
     def _finish(self, batch):
-        """The batch the caller gets from the raw tuple: cut to a custom
-        batch's length, collated, targets copied out of the slot."""
-        data = batch[0]  # shares the C++ storage: a spill moves it too
+        """The batch the caller gets from the native Batch (data, target,
+        epoch, index, sample_indices): cut to a custom batch's length,
+        collated, targets copied out of the slot."""
+        data = batch.data  # shares the C++ storage: a spill moves it too
         # A custom batch sampler's batch is padded to batch_size: keep its own.
         lengths = self._batch_lengths
-        length = None if lengths is None else lengths[batch[3]]
+        length = None if lengths is None else lengths[batch.index]
         collate = self._loader.collate_fn
         layout = self._batch_structure
         if layout is not None:
-            size, indices = self._loader.batch_size, batch[4][:length]
+            size, indices = self._loader.batch_size, batch.sample_indices[:length]
             if collate is None or collate is default_collate:
                 return _collate.collate_batch(layout, data, size, indices,
-                                              f"batch {batch[3]} of epoch {batch[2]}")
+                                              f"batch {batch.index} of epoch {batch.epoch}")
             return collate(_collate.samples(layout, data, size, len(indices)))
         data = data[:length]
-        target = _collate.copy_if_small(batch[1][:length])
+        target = _collate.copy_if_small(batch.target[:length])
         if self._converted:  # a torchvision dataset: its own samples
             return _native_datasets.finish_batch(data, target, collate,
                                                  self._target_transform)

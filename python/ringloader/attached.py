@@ -111,7 +111,7 @@ class AttachedIterator:
         raw = self._take()
         # A signal's exception here keeps the batch for the next next().
         try:
-            return [raw[0], raw[1]]
+            return [raw.data, raw.target]
         except BaseException:
             self._pending = raw
             raise
@@ -140,7 +140,7 @@ class AttachedIterator:
             self._done = True
             raise StopIteration
         self._received += 1
-        self._last = (batch[2], batch[3])
+        self._last = (batch.epoch, batch.index)
         return batch
 
     def _check_lost(self):

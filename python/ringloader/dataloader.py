@@ -6,7 +6,7 @@ import warnings
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from . import _arguments, _device, _in_process, _ring, _stream
+from . import _arguments, _device, _in_process, _options, _ring, _stream
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -100,11 +100,17 @@ class DataLoader(torch.utils.data.DataLoader):
                  worker_init_fn=None, multiprocessing_context=None,
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
-                 ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
-                 max_batch_retries=2, distributed=False, rank=None, world_size=None,
-                 native=True, max_pickled_bytes=None, held_batches="spill",
-                 device="cpu", device_normalize=None, max_auto_workers=0,
-                 ring_memory_budget_bytes=0, attach=None):
+                 ring_slots=_options.default("ring_slots"), seed=None,
+                 on_error=_options.default("on_error"),
+                 hang_timeout=_options.default("hang_timeout_s"),
+                 max_batch_retries=_options.default("max_batch_retries"),
+                 distributed=False, rank=None, world_size=None,
+                 native=True, max_pickled_bytes=None,
+                 held_batches=_options.default("held_batches"),
+                 device=_options.default("device"), device_normalize=None,
+                 max_auto_workers=_options.default("max_auto_workers"),
+                 ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
+                 attach=None):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
         args = _arguments.resolve(
@@ -179,7 +185,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # Batches the caller keeps (list(loader), stored outputs) are copied
         # out of the ring once their slot is needed (stats()
         # ["spilled_batches"]); "raise" gives LeaseError instead.
-        if held_batches not in ("spill", "raise"):
+        if held_batches not in _options.SPECS["held_batches"]["choices"]:
             raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
         options["held_batches"] = held_batches
         # pin_memory page-locks the ring (CUDA is touched at the first

@@ -33,7 +33,7 @@ batches are dropped until a trainer attaches again; the others go on.
 """
 import time
 
-from . import _native_datasets
+from . import _native_datasets, _options
 from ._ringloader import NodeLoader as _NodeCore
 from ._ringloader import OptionError
 
@@ -75,7 +75,9 @@ class NodeLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0,
                  drop_last=False, *, trainers=1, name="default", device="cpu",
                  devices=None, lane_slots=3, first_epoch=0, epochs=0, seed=0,
-                 on_error="raise", ring_slots=0, hang_timeout=120.0, allow_group=None,
+                 on_error=_options.default("on_error"),
+                 ring_slots=_options.default("ring_slots"),
+                 hang_timeout=_options.default("hang_timeout_s"), allow_group=None,
                  cuda_release_timeout=10.0):
         source = _native_source(dataset)
         self._source = source  # owns the memfds a converted dataset reads
