@@ -18,6 +18,7 @@ import collections.abc
 import math
 import pickle
 import struct
+import types
 
 import numpy as np
 import torch
@@ -29,6 +30,7 @@ _HEADER = 8  # record length (int64, little endian) at the start of each record
 _MIN_RECORD_BYTES = 1024  # per sample, when sample 0 has no object leaf
 _MIN_OBJECT_RECORD_BYTES = 4096  # per sample, when it has some
 _FIXED = ("tensor", "ndarray", "npscalar", "bool", "int", "float")
+_NO_RECORD = types.MappingProxyType({})  # shared by every sample without one
 
 
 class Reshaped(tuple):
@@ -243,6 +245,8 @@ class BatchStructure:
         start = batch_size * self.record_offset
         area = raw[start:start + count * self.record_bytes].view(count, self.record_bytes)
         lengths = area[:, :_HEADER].contiguous().view(torch.int64).view(count).tolist()
+        if not any(lengths):  # the common case: nothing pickled in the batch
+            return [_NO_RECORD] * count
         return [pickle.loads(area[i, _HEADER:_HEADER + n].numpy().tobytes()) if n else {}
                 for i, n in enumerate(lengths)]
 

@@ -45,7 +45,7 @@ def collate_batch(batch_structure, raw, batch_size, indices, where):
     """default_collate's batch for the samples in the slot `raw`."""
     count = len(indices)
     records = batch_structure.records(raw, batch_size, count)
-    if any(batch_structure.has_overrides(r) for r in records):
+    if any(records) and any(batch_structure.has_overrides(r) for r in records):
         arrays = _array_copies(batch_structure, raw, batch_size, count)
         samples = [sample_at(batch_structure, raw, batch_size, i, records[i], count, arrays)
                    for i in range(count)]
