@@ -109,7 +109,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_batch_retries=2, distributed=False, rank=None, world_size=None,
                  native=True, max_pickled_bytes=None, held_batches="spill",
                  device="cpu", device_normalize=None, max_auto_workers=0,
-                 ring_memory_budget_bytes=0, attach=None):
+                 ring_memory_budget_bytes=0, attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
         auto_workers = isinstance(num_workers, str) and num_workers == "auto"
@@ -186,6 +186,11 @@ class DataLoader(torch.utils.data.DataLoader):
         self.pin_memory = pin_memory
         self.prefetch_factor = prefetch_factor
         self.persistent_workers = persistent_workers
+        # torch >= 2.6: False lets torch hand batches out as workers finish.
+        # Batches here always come in sampler order, which in_order=False
+        # allows too (docs/drop_in.md).
+        self.in_order = in_order
+        self.pin_memory_device = pin_memory_device  # read back as torch's; pinning is per device
         self.generator = generator
         # As torch: None means default_collate, and reads back as it.
         self.collate_fn = default_collate if collate_fn is None else collate_fn

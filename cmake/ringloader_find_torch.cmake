@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Finds the torch of Torch_DIR and no other. TorchConfig.cmake looks for
+# some of its libraries with find_library(... PATHS <its lib>), which
+# searches the system first: with Debian's libtorch-dev installed, a pip
+# torch's configure linked /usr/lib's libc10.so (and reported /usr/lib's
+# libtorch.so). So those are found here first, in Torch_DIR's lib/ only.
+# Used by ringloader's build (cmake/torch_compat.cmake) and installed for
+# find_package(ringloader) (cmake/ringloaderConfig.cmake.in).
+if(Torch_DIR)
+  get_filename_component(_ringloader_torch_lib "${Torch_DIR}/../../../lib" ABSOLUTE)
+  foreach(_ringloader_name torch c10 kineto)
+    find_library(${_ringloader_name}_LIBRARY ${_ringloader_name}
+      PATHS "${_ringloader_torch_lib}" NO_DEFAULT_PATH)
+  endforeach()
+  set(TORCH_LIBRARY ${torch_LIBRARY} CACHE FILEPATH "libtorch of Torch_DIR")
+endif()
