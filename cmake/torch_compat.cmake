@@ -57,6 +57,15 @@ message(STATUS "ringloader: torch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}, "
 # torch's configure would report /usr/lib's libtorch. What we link are the
 # imported targets (from TORCH_INSTALL_PREFIX); check that they, and no
 # library file of another torch, are what TORCH_LIBRARIES holds.
+foreach(target torch torch_cpu c10)
+  if(TARGET ${target})
+    get_target_property(location ${target} LOCATION)
+    if(location AND NOT location MATCHES "^${TORCH_INSTALL_PREFIX}/")
+      message(FATAL_ERROR "ringloader: torch's target ${target} is ${location}, outside torch "
+        "${Torch_VERSION} at ${TORCH_INSTALL_PREFIX} (cmake/ringloader_find_torch.cmake)")
+    endif()
+  endif()
+endforeach()
 foreach(entry IN LISTS TORCH_LIBRARIES)
   if(entry MATCHES "/lib(torch|c10|torch_cpu|torch_cuda|c10_cuda)\\.so" AND
      NOT entry MATCHES "^${TORCH_INSTALL_PREFIX}/")
