@@ -6,6 +6,13 @@
 # libtorch.so), and torch 1.13's libtorch_cpu (below). So those are found here first, in Torch_DIR's lib/ only.
 # Used by ringloader's build (cmake/torch_compat.cmake) and installed for
 # find_package(ringloader) (cmake/ringloaderConfig.cmake.in).
+# A CUDA torch's Caffe2 config picks nvcc flags for torch's own extension
+# builds, and without TORCH_CUDA_ARCH_LIST it runs a GPU probe that fails on
+# a machine without one (and under CMP0104). ringloader's kernels take
+# CMAKE_CUDA_ARCHITECTURES instead; this only satisfies torch's config.
+if(NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(ENV{TORCH_CUDA_ARCH_LIST} "7.5;8.0;8.6;8.9;9.0")
+endif()
 if(Torch_DIR)
   # TorchConfig.cmake's find_dependency(Caffe2 PATHS ...) likewise found
   # Debian's Caffe2Config.cmake (/usr/lib/x86_64-linux-gnu/cmake/Caffe2)
