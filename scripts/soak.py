@@ -198,11 +198,13 @@ class Soak:
             pid = os.fork()
             if pid == 0:
                 if fault == "fork_collect":
-                    # The child collects its copy of the loader and batches.
-                    loader._native = None
-                    if getattr(loader, "_iterator", None) is not None:
-                        loader._iterator._native = None
-                    loader._iterator = None
+                    # The child collects its copy of the loader and batches:
+                    # its backend (native loader, workers) and the hold of
+                    # the epoch's iterator on them.
+                    iterator = getattr(loader._backend, "_iterator", None)
+                    if iterator is not None:
+                        iterator._native = iterator._backend = None
+                    loader._backend = None
                     gc.collect()
                 os._exit(0)
             os.waitpid(pid, 0)

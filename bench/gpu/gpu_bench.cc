@@ -4,7 +4,7 @@
 //     bytes from a plain cudaMallocHost buffer (target >= 90%).
 //  2. A training-like loop (a GPU matmul per step) fed by ringloader with
 //     device = cuda: the trainer's stall per step. The torch DataLoader
-//     side of that comparison is bench/torch_side_gpu.py (same data, same step).
+//     side of that comparison is bench/gpu/torch_side_gpu.py (same data, same step).
 //
 //   ringloader-gpu-bench <images.idx[.gz]> <labels.idx[.gz]> [json-out]
 #include <cuda_runtime_api.h>

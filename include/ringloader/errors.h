@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Typed errors. Every message names what failed (file, sample index, batch,
 // worker) and why, so a user can act on it without a debugger.
-// Implemented in transforms/errors.cc (the lowest layer; loader/ uses it).
+// Implemented in base/errors.cc (the lowest layer, below transforms/ and
+// loader/).
 #pragma once
 
 #include <cstdint>

@@ -11,3 +11,12 @@
 #else
 #define RINGLOADER_EXPORT
 #endif
+
+// A class nested in an exported class takes its parent's visibility: the
+// library's own nested classes (pimpls) are marked hidden where they are
+// defined, so none of their members is exported.
+#if defined(__GNUC__) || defined(__clang__)
+#define RINGLOADER_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define RINGLOADER_HIDDEN
+#endif

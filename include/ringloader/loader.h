@@ -41,9 +41,12 @@
 #include <torch/types.h>
 
 #include "ringloader/dataset.h"
+#include "ringloader/epoch_order.h"
 #include "ringloader/errors.h"
 #include "ringloader/export.h"
 #include "ringloader/external.h"
+#include "ringloader/loader_state.h"
+#include "ringloader/options.h"
 #include "ringloader/transforms.h"
 
 namespace ringloader {
@@ -51,127 +54,6 @@ namespace ringloader {
 namespace internal {
 struct LoaderAccess;  // the library's own components (loader/trainer/loader_access.h)
 }  // namespace internal
-
-// What next() does when the slot it needs is held by a batch still alive.
-enum class HeldBatches {
-  kSpill,  // copy the held batch out of the ring (see above) and go on
-  kRaise,  // throw LeaseError: every slot is held
-};
-
-// What a sample that cannot be read or decoded does (see on_error below).
-enum class OnError {
-  kRaise,  // its batch raises DecodeError / IoError
-  kSkip,   // it is replaced by another sample of the dataset
-};
-
-struct RINGLOADER_EXPORT LoaderOptions {
-  // num_workers = kAutoWorkers: the Loader picks the worker count by
-  // measurement (docs/architecture.md, "Autotuned workers"). It starts with
-  // one worker and adds one while the trainer stalls on batches and cores
-  // sit idle, and stops once another worker no longer raises throughput (by
-  // 10%), at the latest at max_auto_workers. Each decision is logged to
-  // stderr and listed in LoaderStats::autotune_decisions. Bytes and order do
-  // not depend on the count. Native datasets only (not ExternalWorkers).
-  static constexpr int kAutoWorkers = -1;
-
-  int64_t batch_size = 1;
-  // 0 runs the pipeline in the trainer process (oneTBB spreads a batch over
-  // intra_op_threads cores); > 0 spawns that many worker processes;
-  // kAutoWorkers chooses. Default: 0.
-  int num_workers = 0;
-  // Most workers kAutoWorkers may reach. 0: the online cores. Default: 0.
-  int max_auto_workers = 0;
-  // Batches in the ring (K). 0 picks max(4, 2 * W + 2), W = num_workers (or
-  // the most workers kAutoWorkers may reach): two in flight per worker plus
-  // the one the trainer holds and the one it waits for, then lowers it (to
-  // 2 at least) until the ring's slot data fits ring_memory_budget_bytes.
-  // Default: 0.
-  int ring_slots = 0;
-  // Bytes of slot data the automatic ring_slots may use. 0: a quarter of the
-  // machine's physical memory. Ignored when ring_slots is given. Default: 0.
-  uint64_t ring_memory_budget_bytes = 0;
-  bool shuffle = false;
-  bool drop_last = false;
-  // Kept batches: spilled out of the ring, or LeaseError. Default: kSpill.
-  HeldBatches held_batches = HeldBatches::kSpill;
-  // Seeds the per-epoch shuffle and every sample's augmentation stream.
-  uint64_t seed = 0;
-  // Threads that decode the samples of one batch in parallel, per worker
-  // process (or in the trainer with num_workers = 0). 0 = all cores when
-  // num_workers = 0, else 1.
-  int intra_op_threads = 0;
-  // Images with more pixels are refused before decoding (decompression bombs).
-  int64_t max_image_pixels = 178956970;
-  // Path of the ringloader-worker executable. Empty: the one installed next
-  // to libringloader, or $RINGLOADER_WORKER.
-  std::string worker_executable;
-  // How long the iterator waits for one batch before it checks the workers
-  // (alive, not hung) again. Only a wait with no live worker is an error.
-  double poll_interval_s = 0.1;
-  // > 0: next() raises WorkerError after waiting this long for one batch
-  // (torch's DataLoader timeout). 0 waits as long as workers are alive.
-  double timeout_s = 0;
-  // --- Faults (see docs/faults.md) ---
-  // A worker that spends longer than this on one sample (a read blocked on
-  // a dead network mount, a decoder in an endless loop) is hung: it is
-  // killed and replaced, and its batch is re-done. A worker that dies (a
-  // signal, an OOM kill) is replaced the same way, at once. 0: never judge
-  // a worker hung.
-  double hang_timeout_s = 120;
-  // A batch re-done this many times that takes down yet another worker is
-  // given up: the iterator raises WorkerError naming the worker, the batch,
-  // the sample and its file.
-  int max_batch_retries = 2;
-  // What a sample that cannot be read or decoded does:
-  //   kRaise: its batch raises DecodeError / IoError naming the file, the
-  //           sample index and the reason (the iterator can go on after it);
-  //   kSkip:  it is replaced by another sample of the dataset, picked by a
-  //           pure function of (seed, epoch, sample), so batches stay full
-  //           and the epoch stays deterministic; each skip is logged to
-  //           stderr and counted in LoaderStats::skipped_samples. Native
-  //           datasets only (OptionError at construction otherwise).
-  // Default: kRaise. (Python and the worker config spell it "raise"/"skip".)
-  OnError on_error = OnError::kRaise;
-  // Most samples an epoch may list through set_order() (a sampler drawing
-  // with replacement can list more than the dataset holds). 0: dataset size.
-  int64_t max_samples_per_epoch = 0;
-
-  // --- Distributed training (torchrun) ---
-  // This process's rank and the number of ranks. Each rank iterates a
-  // disjoint shard of one permutation per (seed, epoch), padded like torch's
-  // DistributedSampler (every world_size-th index, wrapping around) so all
-  // ranks get the same number of batches. -1 reads $RANK / $WORLD_SIZE when
-  // set, else 0 / 1. Orders given through set_order() are used as they are.
-  int rank = -1;
-  int world_size = -1;
-
-  // --- GPU stage (used when built with the CUDA Toolkit and a GPU exists) ---
-  // "cpu" keeps batches on the host. "cuda" (GPU $LOCAL_RANK when set, else
-  // the current device at the first iteration) / "cuda:N" copies each ready
-  // batch into one of `device_slots` buffers on GPU N, on a dedicated copy
-  // stream; the current stream waits on the copy's event (no host sync).
-  // Throws OptionError at construction if that device cannot be used (which
-  // only counts GPUs: device memory and streams are made at the first
-  // iteration). Default: "cpu".
-  std::string device = "cpu";
-  int device_slots = 3;
-  // Page-lock the ring (cudaHostRegister) when CUDA is present, so copies
-  // run at full PCIe speed, also for device "cpu" (like torch's
-  // pin_memory). Implied by a "cuda" device. Workers never touch CUDA.
-  // CUDA is touched only from the first iteration on (begin() /
-  // begin_epoch()), on the calling thread's current device, never at
-  // construction. With a pinned ring, a slot whose last tensor dies goes
-  // back to the workers only once the work enqueued on the releasing
-  // thread's current CUDA stream at that moment is done (so
-  // tensor.to(cuda, non_blocking=true) then dropping the tensor is safe).
-  // Default: false (torch's DataLoader default).
-  bool pin_memory = false;
-  // On-device finishing for uint8 pipelines (no ToTensor): the GPU converts
-  // to float32 CHW, scales by 1/255 and normalizes with these per-channel
-  // values, so the copy moves 4x fewer bytes. Empty: batches stay uint8.
-  std::vector<double> device_normalize_mean;
-  std::vector<double> device_normalize_std;
-};
 
 // One batch. `data` is [N, C, H, W] (CHW samples) or [N, H, W, C] (HWC
 // samples) and aliases the ring slot; `target` is int64 [N], a copy (so
@@ -214,69 +96,6 @@ struct RINGLOADER_EXPORT LoaderStats {
   // ("batch 24: 1 -> 2 workers (stall 62%, 1.4 idle cores, 830 samples/s)").
   std::vector<std::string> autotune_decisions;
   std::string to_string() const;
-};
-
-// One stretch of an epoch run at one world size, in an elastic resume: the
-// batches each of its ranks handed out (batches.size() == world_size).
-struct RINGLOADER_EXPORT ElasticStage {
-  int64_t world_size = 1;
-  std::vector<int64_t> batches;
-};
-
-// Where a Loader is in its epochs, between two batches: enough for a fresh
-// Loader with the same configuration to go on with the remaining batches of
-// the epoch, byte for byte, then the next epochs as usual (like torchdata's
-// StatefulDataLoader). Plain data; to_json() / from_json() for checkpoints.
-//
-// Elastic resume (docs/distributed.md): a state saved at world size W also
-// restores into a Loader of world size W' != W. Ranks run in lockstep, so
-// the samples the whole job consumed follow from (seed, epoch, W, the
-// batches each rank took, `elastic`): the W' ranks split what is left of
-// the epoch, every sample of it is delivered once (padding aside) and
-// their batch counts are equal. One rank's state is enough when all ranks
-// took the same number of batches (lockstep); merge() the states of all
-// ranks to record each rank's own count.
-struct RINGLOADER_EXPORT LoaderState {
-  static constexpr int kVersion = 2;
-  int version = kVersion;
-  int64_t epoch = 0;             // the epoch in progress, or the next one
-  int64_t batches_consumed = 0;  // batches of `epoch` already handed out
-  int64_t batches_in_epoch = 0;
-  // The configuration the position is only meaningful for.
-  uint64_t seed = 0;
-  int64_t dataset_size = 0;
-  // The saver's rank and world size.
-  int64_t rank = 0;
-  int64_t world_size = 1;
-  // batch_size, shuffle, drop_last and a hash of the dataset description
-  // and pipeline, as text (num_workers is not in it: bytes do not depend on
-  // it, so a job may resume with other workers; nor are rank and world
-  // size: a state restores into another world size).
-  std::string options_fingerprint;
-  // The epoch's order when it came from set_order() (a caller's sampler);
-  // empty for the built-in sampler, which recomputes it from the seed.
-  std::vector<int64_t> order;
-  // Hash of the saver's whole order for the epoch: a resumed epoch whose
-  // order differs (a sampler that cannot be reproduced) is refused.
-  uint64_t order_hash = 0;
-  // Earlier world sizes within `epoch` (elastic resumes), oldest first;
-  // this state's own stage (world_size, batches_consumed) follows them.
-  std::vector<ElasticStage> elastic;
-  // Batches each rank of world_size handed out in this stage, when the
-  // states of all ranks were merged; empty: every rank took
-  // batches_consumed (lockstep).
-  std::vector<int64_t> rank_batches;
-
-  nlohmann::json to_json() const;
-  // Throws OptionError for a malformed state or an unknown version
-  // (version 1 states, saved before elastic resume, are read).
-  static LoaderState from_json(const nlohmann::json& state);
-  // One state from the states of all ranks of one job (any order): checks
-  // that they are one world size's ranks 0..W-1, once each, at one epoch
-  // and elastic history, and records each rank's batch count in
-  // rank_batches. Throws OptionError naming the rank or field that
-  // disagrees.
-  static LoaderState merge(const std::vector<LoaderState>& states);
 };
 
 // Threads. A Loader is not thread-safe: one thread at a time calls its
@@ -414,18 +233,5 @@ class RINGLOADER_EXPORT Loader {
   friend struct internal::LoaderAccess;
   std::unique_ptr<Impl> impl_;
 };
-
-// The built-in sampler's order for `epoch` on this rank: the dataset indices
-// a Loader with these options (shuffle, drop_last, seed, rank, world_size,
-// batch_size) iterates, for callers that iterate a dataset themselves.
-RINGLOADER_EXPORT
-std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
-                                 int64_t epoch);
-// The same for a mix (Dataset::mix_parts(), shards 0) and after elastic
-// stages of the epoch (LoaderState::elastic plus the saved stage).
-RINGLOADER_EXPORT
-std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
-                                 int64_t epoch, const std::vector<MixPart>& mix,
-                                 const std::vector<ElasticStage>& history);
 
 }  // namespace ringloader

@@ -3,7 +3,8 @@
 // behind cuRAND and PyTorch's CUDA RNG. A stream is a pure function of its key,
 // so a sample's augmentation depends only on (seed, epoch, sample index) and
 // never on which worker decoded it or in what order. Implemented in
-// transforms/random.cc (the transforms draw from it; so does the sampler).
+// base/random.cc (the lowest layer: the transforms draw from it, and so
+// does the sampler).
 #pragma once
 
 #include <array>

@@ -19,7 +19,7 @@
 #include "loader/cuda/device_guard.h"
 #include "loader/cuda/current_stream.h"
 #include "loader/cuda/finish_kernel.h"
-#include "loader/cuda/device_stage.h"
+#include "loader/trainer/device_stage.h"
 #include "loader/trainer/release_fence.h"
 
 namespace ringloader::trainer {

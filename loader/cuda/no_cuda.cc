@@ -3,7 +3,7 @@
 // loader runs host-only and says so when a GPU is asked for.
 #include <cstdio>
 
-#include "loader/cuda/device_stage.h"
+#include "loader/trainer/device_stage.h"
 #include "loader/node/lane_memory.h"
 #include "loader/trainer/release_fence.h"
 #include "ringloader/errors.h"

@@ -177,7 +177,7 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
 
 }  // namespace
 
-class AttachedLoader::Impl {
+class RINGLOADER_HIDDEN AttachedLoader::Impl {
  public:
   Impl(const std::string& name, AttachOptions options) : options_(options) {
     const int lane = options.trainer >= 0 ? options.trainer : lane_from_environment();

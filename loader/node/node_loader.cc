@@ -118,7 +118,7 @@ LoaderOptions node_loader_options(LoaderOptions options, const NodeOptions& node
 
 }  // namespace
 
-class NodeLoader::Impl {
+class RINGLOADER_HIDDEN NodeLoader::Impl {
  public:
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options, NodeOptions node)
       : node_(std::move(node)), options_(options), dataset_size_(dataset.size()) {

@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include "ringloader/epoch_order.h"
+#include "ringloader/errors.h"
+
 namespace ringloader::node {
 
 int64_t batches_per_lane(int64_t dataset_size, const LoaderOptions& options, int lanes) {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ringloader/loader.h"
+#include "ringloader/options.h"
 
 namespace ringloader::node {
 

@@ -77,15 +77,3 @@ std::vector<sampler::MixStream> mix_streams(const std::vector<MixPart>& parts,
 }
 
 }  // namespace ringloader::trainer
-
-namespace ringloader {
-
-std::vector<int64_t> epoch_order(int64_t dataset_size, const LoaderOptions& options,
-                                 int64_t epoch) {
-  if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
-  LoaderOptions resolved = trainer::resolve_distributed(options);
-  sampler::Sampler sampler(trainer::sampler_options(dataset_size, resolved));
-  return sampler.order(static_cast<uint64_t>(epoch));
-}
-
-}  // namespace ringloader

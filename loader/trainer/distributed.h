@@ -4,7 +4,8 @@
 #pragma once
 
 #include "loader/sampler/sampler.h"
-#include "ringloader/loader.h"
+#include "ringloader/dataset.h"
+#include "ringloader/options.h"
 
 namespace ringloader::trainer {
 

@@ -12,6 +12,7 @@
 #include "loader/trainer/batch_lease.h"
 #include "loader/trainer/distributed.h"
 #include "loader/trainer/ring_sizing.h"
+#include "ringloader/option_specs.h"
 
 namespace ringloader {
 namespace {
@@ -44,46 +45,7 @@ int default_intra_op_threads(const LoaderOptions& options) {
 
 LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   options = trainer::resolve_distributed(std::move(options));
-  if (options.batch_size <= 0) {
-    throw OptionError("ringloader: batch_size must be positive, got " +
-                      std::to_string(options.batch_size));
-  }
-  if (options.batch_size > (1 << 24)) {
-    throw OptionError("ringloader: batch_size " +
-                      std::to_string(options.batch_size) + " is too large");
-  }
-  if (options.num_workers < 0 && options.num_workers != LoaderOptions::kAutoWorkers) {
-    throw OptionError("ringloader: num_workers must be >= 0 or kAutoWorkers, got " +
-                      std::to_string(options.num_workers));
-  }
-  if (options.max_auto_workers < 0) {
-    throw OptionError("ringloader: max_auto_workers must be >= 0 (0: the cores)");
-  }
-  if (options.ring_slots < 0 || options.ring_slots == 1) {
-    throw OptionError("ringloader: ring_slots must be 0 (automatic) or >= 2, "
-                      "got " + std::to_string(options.ring_slots));
-  }
-  if (options.intra_op_threads < 0) {
-    throw OptionError("ringloader: intra_op_threads must be >= 0");
-  }
-  if (options.max_image_pixels <= 0) {
-    throw OptionError("ringloader: max_image_pixels must be positive");
-  }
-  if (options.timeout_s < 0) {
-    throw OptionError("ringloader: timeout_s must be >= 0");
-  }
-  if (options.max_samples_per_epoch < 0) {
-    throw OptionError("ringloader: max_samples_per_epoch must be >= 0");
-  }
-  if (options.hang_timeout_s < 0) {
-    throw OptionError("ringloader: hang_timeout_s must be >= 0 (0 disables)");
-  }
-  if (options.max_batch_retries < 0) {
-    throw OptionError("ringloader: max_batch_retries must be >= 0");
-  }
-  if (!(options.poll_interval_s > 0)) {
-    throw OptionError("ringloader: poll_interval_s must be positive");
-  }
+  validate_loader_options(options);  // the option table's rules (option_specs.cc)
   options.intra_op_threads = default_intra_op_threads(options);
   return options;
 }
@@ -92,8 +54,9 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_(pipeline.output_shape(dataset.color_mode(), dataset.image_height(),
                                    dataset.image_width())),
-      sampler_(with_shards(sampler_options(dataset.size(), options_), dataset)),
       dataset_size_(dataset.size()),
+      epoch_(sampler::Sampler(with_shards(sampler_options(dataset.size(), options_), dataset)),
+             options_.rank, options_.world_size),
       created_ns_(ring::monotonic_ns()) {
   size_ring();
   config_.dataset = std::move(dataset);
@@ -121,9 +84,11 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
 Loader::Impl::Impl(ExternalWorkers workers, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_{1, 1, static_cast<int>(workers.sample_bytes), DType::kUInt8, Layout::kHWC},
-      sampler_(with_mix(sampler_options(workers.dataset_size, options_), workers.mix)),
       dataset_size_(workers.dataset_size),
       external_(true),
+      epoch_(sampler::Sampler(with_mix(sampler_options(workers.dataset_size, options_),
+                                       workers.mix)),
+             options_.rank, options_.world_size),
       created_ns_(ring::monotonic_ns()) {
   if (options_.num_workers <= 0) {
     throw OptionError("ringloader: external workers need num_workers > 0 "
@@ -206,22 +171,13 @@ ring::RingGeometry Loader::Impl::geometry() const {
   geometry.batch_size = static_cast<uint32_t>(options_.batch_size);
   geometry.sample_bytes = shape_.bytes();
   geometry.order_capacity = static_cast<uint64_t>(std::max<int64_t>(
-      {int64_t{1}, sampler_.samples_per_epoch(), options_.max_samples_per_epoch}));
+      {int64_t{1}, epoch_.sampler().samples_per_epoch(), options_.max_samples_per_epoch}));
   return geometry;
 }
 
-int64_t Loader::Impl::batches_for(size_t samples) const {
-  const auto n = static_cast<int64_t>(samples);
-  return options_.drop_last ? n / options_.batch_size
-                            : (n + options_.batch_size - 1) / options_.batch_size;
-}
+int64_t Loader::Impl::size() const { return epoch_.size(); }
 
-int64_t Loader::Impl::size() const {
-  return pending_order_ ? batches_for(pending_order_->size())
-                        : sampler_.batches_per_epoch();
-}
-
-void Loader::Impl::set_order(std::vector<int64_t> indices) {
+void Loader::Impl::check_order(const std::vector<int64_t>& indices) const {
   const int64_t dataset_size = dataset_size_;
   if (indices.size() > ring_->geometry().order_capacity) {
     throw OptionError("ringloader: the epoch order lists " +
@@ -237,59 +193,47 @@ void Loader::Impl::set_order(std::vector<int64_t> indices) {
                         std::to_string(dataset_size));
     }
   }
-  pending_order_ = std::move(indices);
 }
 
-void Loader::Impl::set_epoch(int64_t epoch) {
-  if (epoch < 0) throw OptionError("ringloader: epoch must be >= 0");
-  next_epoch_ = epoch;
-  if (resume_ && resume_->epoch != epoch) resume_.reset();  // another epoch
+void Loader::Impl::set_order(std::vector<int64_t> indices) {
+  check_order(indices);
+  epoch_.set_order(std::move(indices));
 }
+
+void Loader::Impl::set_epoch(int64_t epoch) { epoch_.set_epoch(epoch); }
 
 void Loader::Impl::start_epoch() {
   ring_->require_owner("start an epoch");  // a fork child would steer the parent's workers
   start_cuda_once();
   staged_.clear();  // device batches of an abandoned epoch
   put_back_.reset();
-  epoch_ = next_epoch_++;
-  order_is_custom_ = pending_order_.has_value();
-  elastic_.clear();
-  if (pending_order_) {
-    order_ = std::move(*pending_order_);
-    pending_order_.reset();
-  } else if (!take_resume_order(order_)) {
-    sampler_.order_into(static_cast<uint64_t>(epoch_), order_, order_scratch_);
-  }
-  batch_count_ = batches_for(order_.size());
   // A restored position: the plan holds only the batches not yet consumed,
-  // so the skipped ones are never decoded (loader_state.cc).
-  epoch_offset_ = take_resume_offset();
-  const size_t first_sample = std::min(
-      order_.size(), static_cast<size_t>(epoch_offset_ * options_.batch_size));
+  // so the skipped ones are never decoded (epoch.cc).
+  const size_t first_sample = epoch_.start();
+  const std::vector<int64_t>& order = epoch_.order();
   const uint64_t table = plans_published_++ % 2;
   std::atomic<int64_t>* entries = ring_->order_table(table);
-  for (size_t i = first_sample; i < order_.size(); ++i) {
-    entries[i - first_sample].store(order_[i], std::memory_order_relaxed);
+  for (size_t i = first_sample; i < order.size(); ++i) {
+    entries[i - first_sample].store(order[i], std::memory_order_relaxed);
   }
   // publish_plan's release CAS makes the table visible to claimers, and
   // cancels whatever the previous epoch had claimed but we never took.
   // A Loader that waits for held slots keeps ids contiguous: its owner (the
   // node) sizes the ring so that, over one unbroken run of ids, no slot it
   // needs is still held (node_loader.cc).
-  first_batch_ = protocol_->publish_plan(
-      static_cast<uint64_t>(epoch_),
-      static_cast<uint64_t>(batch_count_ - epoch_offset_),
-      order_.size() - first_sample, table,
+  const uint64_t first_batch = protocol_->publish_plan(
+      static_cast<uint64_t>(epoch_.epoch()),
+      static_cast<uint64_t>(epoch_.batch_count() - epoch_.offset()),
+      order.size() - first_sample, table,
       wait_for_held_slots_ ? ring::SlotProtocol::PlanStart::kContiguous
                            : ring::SlotProtocol::PlanStart::kSkipLeased);
-  if (recovery_) recovery_->forget_before(first_batch_);
-  cursor_ = epoch_offset_;
-  if (prefetcher_) prefetcher_->start(order_, first_sample);
-  epoch_open_ = true;
+  if (recovery_) recovery_->forget_before(first_batch);
+  if (prefetcher_) prefetcher_->start(order, first_sample);
+  epoch_.opened(first_batch);
 }
 
 std::optional<Batch> Loader::Impl::next() {
-  if (!epoch_open_) {
+  if (!epoch_.open()) {
     throw Error("ringloader: next() before begin(): start an epoch first");
   }
   if (put_back_) {
@@ -308,8 +252,7 @@ std::optional<Batch> Loader::Impl::next() {
   // Only batches the caller gets can be spilled: the device stage's host
   // batches are read by copies in flight and end on their own.
   if (!device_) {
-    held_.track(first_batch_ + static_cast<uint64_t>(batch->index - epoch_offset_),
-                batch->data);
+    held_.track(epoch_.batch_id(batch->index), batch->data);
   }
   return batch;
 }
@@ -347,12 +290,11 @@ std::optional<Batch> Loader::Impl::next_device() {
 
 std::optional<Batch> Loader::Impl::next_host(bool wait) {
   ring_->require_owner("take a batch");
-  if (cursor_ >= batch_count_) {
-    if (wait) epoch_open_ = false;
+  if (epoch_.done()) {
+    if (wait) epoch_.close();
     return std::nullopt;
   }
-  const uint64_t batch_id =
-      first_batch_ + static_cast<uint64_t>(cursor_ - epoch_offset_);
+  const uint64_t batch_id = epoch_.batch_id(epoch_.cursor());
   if (!wait) {
     const uint32_t slot_count = ring_->geometry().slot_count;
     uint32_t state = ring_->slot_for_batch(batch_id)
@@ -369,18 +311,18 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   // The worker wrote the count and indices: copied and checked once, then
   // only the copies are used (slot_validation.h).
   ring::ReadySlot ready =
-      ring::read_ready_slot(*ring_, batch_id, expected_samples(), dataset_size_);
+      ring::read_ready_slot(*ring_, batch_id, epoch_.expected_samples(), dataset_size_);
   if (!ready.violation.empty()) reject_batch(batch_id, ready.violation);
   protocol_->lease(batch_id);
   Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)
                           : trainer::lease_batch(ring_, releaser_, batch_id, shape_,
                                                  ready.sample_count);
-  batch.epoch = epoch_;
-  batch.index = cursor_;
+  batch.epoch = epoch_.epoch();
+  batch.index = epoch_.cursor();
   // From the slot, not the order: with on_error = skip a substitute may
   // stand in for a bad sample.
   batch.sample_indices = std::move(ready.sample_indices);
-  ++cursor_;
+  epoch_.advance();
   ++batches_;
   samples_ += static_cast<int64_t>(batch.sample_indices.size());
   after_batch(batch);
@@ -402,8 +344,7 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
     // A state no honest party writes would be waited on forever.
     std::string forged = ring::check_awaited_state(slot_count, batch_id, state);
     if (!forged.empty()) {
-      throw WorkerError("ringloader: batch " + std::to_string(cursor_) + " of epoch " +
-                        std::to_string(epoch_) + ": " + forged);
+      throw WorkerError("ringloader: " + where() + ": " + forged);
     }
     // A filler killed between publishing a batch of an abandoned epoch and
     // moving its slot on (SlotProtocol::publish) left the slot parked on a
@@ -435,8 +376,7 @@ void Loader::Impl::check_timeout(uint64_t wait_start_ns) const {
   if (waited < options_.timeout_s) return;
   throw WorkerError("ringloader: DataLoader timed out after " +
                     std::to_string(options_.timeout_s) +
-                    " s waiting for batch " + std::to_string(cursor_) +
-                    " of epoch " + std::to_string(epoch_));
+                    " s waiting for " + where());
 }
 
 void Loader::Impl::fill_in_process(uint64_t batch_id) {

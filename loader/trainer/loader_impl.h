@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The trainer's Loader: owns the ring, the workers (or the in-process
-// filler), the sampler and the epoch in progress; hands out batches in order.
+// The trainer's Loader: owns the configuration, the ring and the workers
+// (or the in-process filler); publishes the plans its Epoch (epoch.h)
+// computes and hands out batches in order.
 #pragma once
 
 #include <atomic>
@@ -12,8 +13,8 @@
 #include "loader/data/shard_prefetcher.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
-#include "loader/sampler/sampler.h"
-#include "loader/cuda/device_stage.h"
+#include "loader/trainer/device_stage.h"
+#include "loader/trainer/epoch.h"
 #include "loader/trainer/held_batches.h"
 #include "loader/trainer/slot_releaser.h"
 #include "loader/trainer/worker_autotune.h"
@@ -24,13 +25,7 @@
 
 namespace ringloader {
 
-// Rank `rank` of `world`'s order of `epoch` after elastic `history`, with
-// `base`'s dataset, shuffle, seed and batching (loader_state.cc).
-std::vector<int64_t> rank_epoch_order(const sampler::Sampler& base, int64_t epoch,
-                                      const std::vector<sampler::ElasticStage>& history,
-                                      int64_t rank, int64_t world);
-
-class Loader::Impl {
+class RINGLOADER_HIDDEN Loader::Impl {
  public:
   Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options);
   Impl(ExternalWorkers workers, LoaderOptions options);
@@ -70,7 +65,6 @@ class Loader::Impl {
   void create_ring();
   void spawn(std::vector<std::string> command, const std::string& config_text);
   ring::RingGeometry geometry() const;
-  int64_t batches_for(size_t samples) const;
   std::optional<Batch> next_host(bool wait);
   std::optional<Batch> next_device();
   uint32_t wait_for(uint64_t batch_id);
@@ -78,11 +72,11 @@ class Loader::Impl {
   void check_timeout(uint64_t wait_start_ns) const;
   // loader_leases.cc: the FAILED batch's error, raised; a READY batch whose
   // worker-written words failed their checks, dropped (its worker killed
-  // and replaced) and raised as WorkerError; how many samples the batch at
-  // cursor_ holds.
+  // and replaced) and raised as WorkerError.
   [[noreturn]] void raise_failure(uint64_t batch_id);
   [[noreturn]] void reject_batch(uint64_t batch_id, const std::string& violation);
-  uint32_t expected_samples() const;
+  // "batch 3 of epoch 1": the batch at the cursor, for messages.
+  std::string where() const;
   // loader_leases.cc: frees the slot `batch_id` needs when a live batch
   // leases it (its fence waited, or the batch spilled), else waits a little
   // and throws LeaseError.
@@ -90,22 +84,19 @@ class Loader::Impl {
   // With wait_for_held_slots_: waits (calling wait_check_) until no live
   // batch leases `slot`.
   void wait_while_leased(ring::SlotControl& slot);
-  // Pins the ring and fences releases, at the first iteration (CUDA is never
-  // touched at construction).
+  // start_cuda_once.cc: pins the ring and fences releases, at the first
+  // iteration (CUDA is never touched at construction).
   void start_cuda_once();
   std::string describe_sample(int64_t index) const;
-  // loader_state.cc: the restored position's batches to skip in the epoch
-  // just started (0 without one), and what a state must match.
-  int64_t take_resume_offset();
-  // An elastic resume's order for the epoch just started (false: none).
-  bool take_resume_order(std::vector<int64_t>& order);
+  // set_order's rules: at most the ring's order capacity, inside the dataset.
+  void check_order(const std::vector<int64_t>& indices) const;
+  // loader_state.cc: what a state must match.
   void check_state_matches(const LoaderState& state) const;
   std::string options_fingerprint() const;
 
   LoaderOptions options_;
   worker::WorkerConfig config_;
   SampleShape shape_;
-  sampler::Sampler sampler_;
   std::shared_ptr<ring::Ring> ring_;
   std::unique_ptr<ring::SlotProtocol> protocol_;
   // Shared with every lease: hands slots back, behind fences once pinned.
@@ -133,28 +124,9 @@ class Loader::Impl {
   // A leased slot next() needs is waited for, never spilled (LoaderAccess).
   bool wait_for_held_slots_ = false;
 
-  // The epoch in progress.
-  bool epoch_open_ = false;
-  int64_t next_epoch_ = 0;
-  int64_t epoch_ = 0;
-  uint64_t first_batch_ = 0;
-  int64_t batch_count_ = 0;
-  int64_t cursor_ = 0;  // next batch index within the epoch
+  // The epoch in progress and the next one (plan, cursor, order, resume).
+  trainer::Epoch epoch_;
   uint64_t plans_published_ = 0;
-  std::vector<int64_t> order_;
-  std::vector<int64_t> order_scratch_;  // reused: no per-epoch allocation
-  std::optional<std::vector<int64_t>> pending_order_;
-  bool order_is_custom_ = false;  // order_ came from set_order()
-  // Batches of this epoch a restored state had consumed: the plan starts
-  // after them and cursor_ starts at them.
-  int64_t epoch_offset_ = 0;
-  std::optional<LoaderState> resume_;  // applies to the next epoch started
-  // The restored epoch's earlier world sizes and this rank's first batch.
-  std::vector<sampler::ElasticStage> resume_history_;
-  int64_t resume_offset_ = 0;
-  // The epoch in progress's earlier world sizes (elastic resume), saved in
-  // state_dict() so a second resume within the epoch knows them.
-  std::vector<sampler::ElasticStage> elastic_;
   mutable std::string data_hash_;      // dataset + pipeline, computed once
 
   uint64_t created_ns_ = 0;

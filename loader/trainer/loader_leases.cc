@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The Loader's side of leases: freeing a slot that a live batch still
 // holds when the trainer needs it (fence wait, spill, or LeaseError), a
-// batch handed back (put_back), batches that fail or break the ring
-// protocol, and the lazy CUDA start that pins the ring and fences releases.
+// batch handed back (put_back), and batches that fail or break the ring
+// protocol.
 #include <algorithm>
 
 #include "loader/ring/futex.h"
 #include "loader/ring/slot_validation.h"
 #include "loader/trainer/loader_impl.h"
-#include "loader/trainer/release_fence.h"
 
 namespace ringloader {
 
@@ -33,7 +32,7 @@ void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
   throw LeaseError(
       "ringloader: all " + std::to_string(options_.ring_slots) +
       " ring slots are held by live batches, so batch " +
-      std::to_string(cursor_) + " of epoch " + std::to_string(epoch_) +
+      std::to_string(epoch_.cursor()) + " of epoch " + std::to_string(epoch_.epoch()) +
       " can never be produced" +
       (options_.held_batches == HeldBatches::kRaise ? " (held_batches = kRaise)" : "") +
       ". Drop earlier batches' "
@@ -44,7 +43,7 @@ void Loader::Impl::free_leased_slot(uint64_t batch_id, uint32_t state) {
 // A batch handed out comes back unseen by the caller (a binding whose caller
 // was interrupted before it got it): next() returns it again first.
 void Loader::Impl::put_back(Batch batch) {
-  if (put_back_ || handed_out_ == 0 || !epoch_open_ || batch.epoch != epoch_) {
+  if (put_back_ || handed_out_ == 0 || !epoch_.open() || batch.epoch != epoch_.epoch()) {
     throw Error("ringloader: put_back() takes back only the batch the last next() "
                 "returned, once");
   }
@@ -66,17 +65,14 @@ void Loader::Impl::wait_while_leased(ring::SlotControl& slot) {
   }
 }
 
-uint32_t Loader::Impl::expected_samples() const {
-  // The workers' rule too (BatchFiller::fill, WorkerEndpoint::next_task):
-  // full batches, then what is left of the epoch's order.
-  const int64_t left = static_cast<int64_t>(order_.size()) - cursor_ * options_.batch_size;
-  return static_cast<uint32_t>(std::clamp<int64_t>(left, 0, options_.batch_size));
+std::string Loader::Impl::where() const {
+  return "batch " + std::to_string(epoch_.cursor()) + " of epoch " +
+         std::to_string(epoch_.epoch());
 }
 
 void Loader::Impl::raise_failure(uint64_t batch_id) {
   ring::FailedSlot failed = ring::read_failed_slot(*ring_, batch_id);
-  std::string where = "ringloader: batch " + std::to_string(cursor_) +
-                      " of epoch " + std::to_string(epoch_);
+  std::string where = "ringloader: " + this->where();
   if (pool_ && failed.filler >= 0) {
     where += " (worker " + std::to_string(failed.filler) + ", pid " +
              std::to_string(ring_->worker(static_cast<uint32_t>(failed.filler))
@@ -87,7 +83,7 @@ void Loader::Impl::raise_failure(uint64_t batch_id) {
   // The batch is lost for this epoch; its slot goes back to the workers so
   // iteration can go on if the caller chooses to.
   protocol_->release(batch_id);
-  ++cursor_;
+  epoch_.advance();
   if (failed.kind == ring::ErrorKind::kDecode) throw DecodeError(message);
   if (failed.kind == ring::ErrorKind::kIo) throw IoError(message);
   throw WorkerError(message);
@@ -96,8 +92,7 @@ void Loader::Impl::raise_failure(uint64_t batch_id) {
 void Loader::Impl::reject_batch(uint64_t batch_id, const std::string& violation) {
   const int32_t filler =
       ring::read_filler(*ring_, ring::slot_of(batch_id, ring_->geometry().slot_count));
-  std::string message = "ringloader: batch " + std::to_string(cursor_) + " of epoch " +
-                        std::to_string(epoch_) + ": " + violation;
+  std::string message = "ringloader: " + where() + ": " + violation;
   // A worker that breaks the protocol is broken or hostile: it goes, and
   // the recovery path re-does what it held and replaces it. The filler
   // word is the worker's own claim, so at worst an innocent is replaced.
@@ -108,19 +103,8 @@ void Loader::Impl::reject_batch(uint64_t batch_id, const std::string& violation)
   }
   // The batch is lost for this epoch, as a FAILED one is.
   protocol_->release(batch_id);
-  ++cursor_;
+  epoch_.advance();
   throw WorkerError(message);
-}
-
-void Loader::Impl::start_cuda_once() {
-  if (cuda_started_) return;
-  cuda_started_ = true;
-  // Pinned even for device "cpu" when asked, like torch's pin_memory: the
-  // caller may copy batches to a GPU itself (tensor.to(cuda,
-  // non_blocking=true)), so from now on releases wait for that work.
-  if (!options_.pin_memory && !device_) return;
-  pin_.pin(ring_->data_area(), ring_->data_area_bytes());
-  if (pin_.pinned()) releaser_->set_fences(trainer::make_cuda_fence_source());
 }
 
 }  // namespace ringloader

@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <regex>
 
-#include "ringloader/loader.h"
+#include "ringloader/errors.h"
+#include "ringloader/loader_state.h"
 
 namespace ringloader {
 namespace {

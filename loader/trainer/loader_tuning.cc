@@ -24,9 +24,9 @@ void Loader::Impl::after_batch(const Batch& batch) {
   if (prefetcher_) {
     // Workers run up to ring_slots batches ahead of the trainer: the
     // prefetcher's distance counts from there.
-    const auto ahead = static_cast<size_t>((cursor_ + options_.ring_slots) *
+    const auto ahead = static_cast<size_t>((epoch_.cursor() + options_.ring_slots) *
                                            options_.batch_size);
-    prefetcher_->advance(std::min(ahead, order_.size()));
+    prefetcher_->advance(std::min(ahead, epoch_.order().size()));
   }
 }
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "ringloader/loader.h"
+#include "ringloader/options.h"
 
 namespace ringloader::trainer {
 

@@ -41,7 +41,11 @@ WorkerEndpoint::WorkerEndpoint(int ring_fd, int worker_index, int parent_pid)
   state_->worker_index = worker_index;
   state_->parent_pid = parent_pid;
   state_->control->pid.store(getpid(), std::memory_order_relaxed);
+  // Heartbeat before ready (release), as in WorkerLoop::run: a zero
+  // heartbeat behind ready reads as a hang to the trainer.
+  state_->control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
   state_->control->ready.store(1, std::memory_order_release);
+  RINGLOADER_FAULT_POINT("endpoint.ready");
 }
 
 WorkerEndpoint::~WorkerEndpoint() = default;

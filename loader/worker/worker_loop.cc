@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/worker/claim_loop.h"
 
@@ -35,7 +36,12 @@ bool WorkerLoop::keep_going() {
 
 int WorkerLoop::run() {
   control_.pid.store(getpid(), std::memory_order_relaxed);
+  // The first heartbeat goes before `ready` (release): the trainer judges
+  // hangs only once it sees ready, and a zero heartbeat would read as hours
+  // without progress, so a worker descheduled here was killed as hung.
+  heartbeat();
   control_.ready.store(1, std::memory_order_release);
+  RINGLOADER_FAULT_POINT("worker.ready");
   auto keep_going = [this] { return this->keep_going(); };
   while (auto claim = claim_next_batch(*ring_, protocol_, control_, keep_going)) {
     filler_.fill(*claim);

@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "module_parts.h"
+#include "ringloader/option_specs.h"
 #include "torch_compat.h"
 #include "ringloader/ringloader.h"
 
@@ -47,56 +48,52 @@ Pipeline pipeline_from_json(const std::string& text) {
   return Pipeline::from_json(nlohmann::json::parse(text));
 }
 
-HeldBatches held_batches_from(py::handle value) {
-  std::string text = value.cast<std::string>();
-  if (text == "spill") return HeldBatches::kSpill;
-  if (text == "raise") return HeldBatches::kRaise;
-  throw OptionError("ringloader: held_batches must be \"spill\" or \"raise\", got \"" +
-                    text + "\"");
+// A Python keyword value as JSON for the option table, which checks its
+// type (set_loader_option). bool before int: True is an int to Python.
+nlohmann::json option_value(const std::string& key, py::handle value) {
+  if (value.is_none()) return nullptr;
+  if (PyBool_Check(value.ptr())) return value.ptr() == Py_True;
+  if (PyLong_Check(value.ptr()) || PyIndex_Check(value.ptr())) {
+    py::int_ number = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+    if (!number) throw py::error_already_set();
+    if (PyObject_RichCompareBool(number.ptr(), py::int_(0).ptr(), Py_LT) == 1) {
+      long long out = PyLong_AsLongLong(number.ptr());
+      if (out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw OptionError("ringloader: loader option '" + key + "' is out of range: " +
+                          std::string(py::str(value)));
+      }
+      return static_cast<int64_t>(out);
+    }
+    unsigned long long out = PyLong_AsUnsignedLongLong(number.ptr());
+    if (out == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw OptionError("ringloader: loader option '" + key + "' is out of range: " +
+                        std::string(py::str(value)));
+    }
+    return static_cast<uint64_t>(out);
+  }
+  // float and numpy's floats (np.float32 is no float subclass).
+  const PyNumberMethods* number = Py_TYPE(value.ptr())->tp_as_number;
+  if (PyFloat_Check(value.ptr()) || (number && number->nb_float)) return value.cast<double>();
+  if (PyUnicode_Check(value.ptr())) return value.cast<std::string>();
+  if (PyList_Check(value.ptr()) || PyTuple_Check(value.ptr())) {
+    nlohmann::json out = nlohmann::json::array();
+    for (py::handle item : value) out.push_back(option_value(key, item));
+    return out;
+  }
+  throw OptionError("ringloader: loader option '" + key + "' cannot be a " +
+                    Py_TYPE(value.ptr())->tp_name);
 }
 
-// The Python edge spells on_error as a string; C++ holds the enum.
-OnError on_error_from(py::handle value) {
-  std::string text = value.cast<std::string>();
-  if (text == "raise") return OnError::kRaise;
-  if (text == "skip") return OnError::kSkip;
-  throw OptionError("ringloader: on_error must be \"raise\" or \"skip\", got \"" + text +
-                    "\"");
-}
-
+// Keyword values by option name, through the option table
+// (include/ringloader/option_specs.h): unknown names and wrong types raise
+// OptionError naming the option.
 LoaderOptions options_from_dict(const py::dict& values) {
   LoaderOptions options;
   for (auto item : values) {
-    std::string key = py::str(item.first);
-    py::handle value = item.second;
-    if (key == "batch_size") options.batch_size = value.cast<int64_t>();
-    else if (key == "num_workers") options.num_workers = value.cast<int>();
-    else if (key == "ring_slots") options.ring_slots = value.cast<int>();
-    else if (key == "max_auto_workers") options.max_auto_workers = value.cast<int>();
-    else if (key == "ring_memory_budget_bytes") options.ring_memory_budget_bytes = value.cast<uint64_t>();
-    else if (key == "shuffle") options.shuffle = value.cast<bool>();
-    else if (key == "drop_last") options.drop_last = value.cast<bool>();
-    else if (key == "seed") options.seed = value.cast<uint64_t>();
-    else if (key == "intra_op_threads") options.intra_op_threads = value.cast<int>();
-    else if (key == "max_image_pixels") options.max_image_pixels = value.cast<int64_t>();
-    else if (key == "worker_executable") options.worker_executable = value.cast<std::string>();
-    else if (key == "poll_interval_s") options.poll_interval_s = value.cast<double>();
-    else if (key == "timeout_s") options.timeout_s = value.cast<double>();
-    else if (key == "hang_timeout_s") options.hang_timeout_s = value.cast<double>();
-    else if (key == "max_batch_retries") options.max_batch_retries = value.cast<int>();
-    else if (key == "on_error") options.on_error = on_error_from(value);
-    else if (key == "max_samples_per_epoch") options.max_samples_per_epoch = value.cast<int64_t>();
-    else if (key == "rank") options.rank = value.cast<int>();
-    else if (key == "world_size") options.world_size = value.cast<int>();
-    else if (key == "pin_memory") options.pin_memory = value.cast<bool>();
-    else if (key == "device") options.device = value.cast<std::string>();
-    else if (key == "device_slots") options.device_slots = value.cast<int>();
-    else if (key == "device_normalize_mean")
-      options.device_normalize_mean = value.cast<std::vector<double>>();
-    else if (key == "device_normalize_std")
-      options.device_normalize_std = value.cast<std::vector<double>>();
-    else if (key == "held_batches") options.held_batches = held_batches_from(value);
-    else throw OptionError("ringloader: unknown loader option '" + key + "'");
+    const std::string key = py::str(item.first);
+    set_loader_option(options, key, option_value(key, item.second));
   }
   return options;
 }
@@ -159,9 +156,14 @@ std::vector<MixPart> mix_parts(const std::vector<std::vector<int64_t>>& mix) {
   return parts;
 }
 
+// _ringloader.Batch: a named tuple (data, target, epoch, index,
+// sample_indices), so Python reads batches by name. Made once at import and
+// never freed: it must outlive every batch, also at interpreter exit.
+py::object* batch_type = nullptr;
+
 py::object batch_tuple(const Batch& batch) {
-  return py::make_tuple(to_python(batch.data), to_python(batch.target), batch.epoch,
-                        batch.index, batch.sample_indices);
+  return (*batch_type)(to_python(batch.data), to_python(batch.target), batch.epoch,
+                       batch.index, batch.sample_indices);
 }
 
 // next_batch_or_none for a Loader, closing the window after the wait: a
@@ -191,7 +193,7 @@ py::object next_of_loader(Loader& loader) {
   return batch_tuple(*batch);
 }
 
-// A batch tuple (batch_tuple's) back into the Batch it was made from.
+// A Batch named tuple (batch_tuple's) back into the Batch it was made from.
 Batch batch_from_tuple(const py::tuple& raw) {
   if (raw.size() != 5 || !is_tensor(raw[0]) || !is_tensor(raw[1])) {
     throw OptionError("ringloader: put_back takes a batch tuple from next()");
@@ -211,6 +213,10 @@ PYBIND11_MODULE(_ringloader, module) {
   // and the very torch this was compiled against.
   check_torch_version();
   register_errors(module);
+  batch_type = new py::object(py::module_::import("collections").attr("namedtuple")(
+      "Batch", py::make_tuple("data", "target", "epoch", "index", "sample_indices"),
+      py::arg("module") = "ringloader._ringloader"));
+  module.attr("Batch") = *batch_type;
   register_node(module);
 
   module.def("scan_image_folder", [](const std::string& root, const std::string& mode) {
@@ -247,6 +253,9 @@ PYBIND11_MODULE(_ringloader, module) {
   // The op spec table (transforms/op_specs.cc) as JSON: Python's transform
   // classes take their defaults and allowed values from it.
   module.def("op_specs", [] { return ringloader::op_specs_json().dump(); });
+  // The loader option table (loader/trainer/option_specs.cc) as JSON:
+  // DataLoader and NodeLoader take their defaults from it.
+  module.def("loader_option_specs", [] { return loader_option_specs_json().dump(); });
   module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
                                      int height, int width) {
     SampleShape shape = pipeline_from_json(pipeline).output_shape(

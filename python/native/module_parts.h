@@ -14,7 +14,8 @@ namespace py = pybind11;
 
 // A torch.Tensor sharing `tensor`'s TensorImpl and StorageImpl.
 py::object to_python(const torch::Tensor& tensor);
-// (data, target, epoch, index, sample_indices), as NativeLoader.next gives.
+// _ringloader.Batch(data, target, epoch, index, sample_indices), a named
+// tuple, as NativeLoader.next gives.
 py::object batch_tuple(const Batch& batch);
 Dataset dataset_from_json(const std::string& text);
 Pipeline pipeline_from_json(const std::string& text);

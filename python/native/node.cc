@@ -1,12 +1,89 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // _ringloader.NodeLoader / AttachedLoader: the node loader's C++ classes,
-// seen from Python (ringloader/node.py wraps them).
+// seen from Python (ringloader/node.py and ringloader/attached.py wrap them).
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <utility>
+
+#include "loader/ring/fault_point.h"
 #include "module_parts.h"
 
 namespace ringloader::python {
 namespace {
+
+// An AttachedLoader with what Ctrl-C needs (issue 31), as Loader has it:
+// a batch next() took may be put back (next_of_lane) so that the next call
+// returns it again, and it counts what it handed out (ringloader/attached.py
+// notices a batch Python dropped by that).
+class AttachedLane {
+ public:
+  AttachedLane(const std::string& name, AttachOptions options) : lane_(name, options) {}
+
+  // A new epoch skips the rest of the last one, a batch put back included.
+  void set_epoch(int64_t epoch) {
+    put_back_.reset();
+    lane_.set_epoch(epoch);
+  }
+  void begin_epoch() {
+    put_back_.reset();
+    lane_.begin_epoch();
+  }
+
+  std::optional<Batch> next(const std::function<void()>& check) {
+    std::optional<Batch> batch;
+    if (put_back_) {
+      batch = std::move(put_back_);
+      put_back_.reset();
+    } else {
+      batch = lane_.next(check);
+    }
+    if (!batch) return batch;
+    ++handed_out_;
+    RINGLOADER_FAULT_POINT("attached.next.handed_out");
+    return batch;
+  }
+
+  void put_back(Batch batch) {
+    if (put_back_ || handed_out_ == 0 || batch.epoch != lane_.epoch()) {
+      throw Error("ringloader: put_back() takes back only the batch the last next() "
+                  "of this epoch handed out");
+    }
+    put_back_ = std::move(batch);
+    --handed_out_;
+  }
+
+  int64_t batches_handed_out() const { return handed_out_; }
+  const AttachedLoader& lane() const { return lane_; }
+
+ private:
+  AttachedLoader lane_;
+  std::optional<Batch> put_back_;  // handed out, then taken back
+  int64_t handed_out_ = 0;         // batches next() returned, less those put back
+};
+
+// next() of a lane, closing the window after the wait as next_of_loader
+// (module.cc) does for a Loader: a signal that arrives once the wait's last
+// check has run would be raised by Python as soon as next() returns,
+// dropping the batch with its tuple. It is raised here instead, with the
+// batch put back for the next call.
+py::object next_of_lane(AttachedLane& lane) {
+  std::optional<Batch> batch;
+  {
+    py::gil_scoped_release release;
+    batch = lane.next([] {
+      py::gil_scoped_acquire gil;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    });
+  }
+  if (!batch) return py::none();
+  if (PyErr_CheckSignals() != 0) {
+    py::error_already_set pending;
+    lane.put_back(std::move(*batch));
+    throw pending;
+  }
+  return batch_tuple(*batch);
+}
 
 NodeOptions node_options_from_dict(const py::dict& values) {
   NodeOptions node;
@@ -67,7 +144,7 @@ void register_node(py::module_& module) {
       .def("stats_text", [](const NodeLoader& node) { return node.stats().to_string(); })
       .def("trainer_pids", &NodeLoader::trainer_pids);
 
-  py::class_<AttachedLoader>(module, "AttachedLoader")
+  py::class_<AttachedLane>(module, "AttachedLoader")
       .def(py::init([](const std::string& name, int trainer, double connect_timeout_s,
                        double poll_interval_s, int64_t node_uid) {
              AttachOptions options;
@@ -76,18 +153,22 @@ void register_node(py::module_& module) {
              options.poll_interval_s = poll_interval_s;
              options.node_uid = node_uid;
              py::gil_scoped_release release;
-             return std::make_unique<AttachedLoader>(name, options);
+             return std::make_unique<AttachedLane>(name, options);
            }),
            py::arg("name"), py::arg("trainer") = -1, py::arg("connect_timeout_s") = 60.0,
            py::arg("poll_interval_s") = 0.1, py::arg("node_uid") = -1)
-      .def("set_epoch", &AttachedLoader::set_epoch)
-      .def("begin_epoch", &AttachedLoader::begin_epoch)
-      .def("next", &next_batch_or_none<AttachedLoader>)
-      .def("__len__", &AttachedLoader::batches_per_epoch)
-      .def_property_readonly("batch_size", &AttachedLoader::batch_size)
-      .def_property_readonly("trainer", &AttachedLoader::trainer)
-      .def_property_readonly("epoch", &AttachedLoader::epoch)
-      .def_property_readonly("device", &AttachedLoader::device);
+      .def("set_epoch", &AttachedLane::set_epoch)
+      .def("begin_epoch", &AttachedLane::begin_epoch)
+      .def("next", &next_of_lane)
+      .def("batches_handed_out", &AttachedLane::batches_handed_out)
+      .def("__len__", [](const AttachedLane& lane) { return lane.lane().batches_per_epoch(); })
+      .def_property_readonly("batch_size",
+                             [](const AttachedLane& lane) { return lane.lane().batch_size(); })
+      .def_property_readonly("trainer",
+                             [](const AttachedLane& lane) { return lane.lane().trainer(); })
+      .def_property_readonly("epoch", [](const AttachedLane& lane) { return lane.lane().epoch(); })
+      .def_property_readonly("device",
+                             [](const AttachedLane& lane) { return lane.lane().device(); });
 }
 
 }  // namespace ringloader::python

@@ -30,6 +30,7 @@ from ._ringloader import (  # noqa: F401, E402
 )
 from . import datasets, transforms  # noqa: F401, E402
 from .dataloader import DataLoader  # noqa: F401
+from . import attached  # noqa: F401  (DataLoader(attach=...): its subclass)
 from .node import NodeLoader  # noqa: F401
 from .progress import progress  # noqa: F401
 

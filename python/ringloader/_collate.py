@@ -6,8 +6,8 @@ With the default collate, each fixed leaf's batch is a view of its slot
 region (what ``default_collate`` would have stacked), each pickled leaf is
 ``default_collate`` of its values, and the containers are rebuilt as
 ``default_collate`` rebuilds them. When some sample did not fit sample 0's
-layout, the samples are rebuilt and handed to ``default_collate`` itself, so
-the result (or the error) is torch's. A custom ``collate_fn`` gets the
+structure, the samples are rebuilt and handed to ``default_collate`` itself,
+so the result (or the error) is torch's. A custom ``collate_fn`` gets the
 samples, structured as the dataset returned them.
 
 Small fields (at most ``SMALL_BATCH_BYTES`` for the batch) are copied out of
@@ -41,47 +41,47 @@ def copy_if_small(tensor):
         else tensor
 
 
-def collate_batch(layout, raw, batch_size, indices, where):
+def collate_batch(batch_structure, raw, batch_size, indices, where):
     """default_collate's batch for the samples in the slot `raw`."""
     count = len(indices)
-    records = layout.records(raw, batch_size, count)
-    if any(layout.has_overrides(r) for r in records):
-        arrays = _array_copies(layout, raw, batch_size, count)
-        samples = [sample_at(layout, raw, batch_size, i, records[i], count, arrays)
+    records = batch_structure.records(raw, batch_size, count)
+    if any(batch_structure.has_overrides(r) for r in records):
+        arrays = _array_copies(batch_structure, raw, batch_size, count)
+        samples = [sample_at(batch_structure, raw, batch_size, i, records[i], count, arrays)
                    for i in range(count)]
         try:
             return default_collate(samples)
         except Exception as error:
-            raise _collate_error(layout, records, indices, where, error) from error
+            raise _collate_error(batch_structure, records, indices, where, error) from error
     values = []
-    for i, field in enumerate(layout.fields):
+    for i, field in enumerate(batch_structure.fields):
         if field.kind == "object":
             batch = [record[i] for record in records]
             values.append(default_collate(tuple(batch) if field.zipped else batch))
         else:
-            values.append(copy_if_small(layout.region(raw, field, batch_size, count)))
-    return _build(layout.structure, values)
+            values.append(copy_if_small(batch_structure.region(raw, field, batch_size, count)))
+    return _build(batch_structure.structure, values)
 
 
-def samples(layout, raw, batch_size, count):
+def samples(batch_structure, raw, batch_size, count):
     """The batch's samples, as the dataset returned them (for a collate_fn)."""
-    records = layout.records(raw, batch_size, count)
-    arrays = _array_copies(layout, raw, batch_size, count)
-    return [sample_at(layout, raw, batch_size, i, records[i], count, arrays)
+    records = batch_structure.records(raw, batch_size, count)
+    arrays = _array_copies(batch_structure, raw, batch_size, count)
+    return [sample_at(batch_structure, raw, batch_size, i, records[i], count, arrays)
             for i in range(count)]
 
 
-def _array_copies(layout, raw, batch_size, count):
+def _array_copies(batch_structure, raw, batch_size, count):
     """Each ndarray field's region of the batch, copied out of the slot."""
-    return {i: layout.region(raw, field, batch_size, count).numpy().copy()
-            for i, field in enumerate(layout.fields) if field.kind == "ndarray"}
+    return {i: batch_structure.region(raw, field, batch_size, count).numpy().copy()
+            for i, field in enumerate(batch_structure.fields) if field.kind == "ndarray"}
 
 
-def sample_at(layout, raw, batch_size, position, record, count, arrays):
+def sample_at(batch_structure, raw, batch_size, position, record, count, arrays):
     if WHOLE in record:
         return record[WHOLE]
     values = []
-    for i, field in enumerate(layout.fields):
+    for i, field in enumerate(batch_structure.fields):
         entry = record.get(i, _MISSING)
         if field.kind == "object" or not (entry is _MISSING or isinstance(entry, Reshaped)):
             values.append(entry)  # pickled: a copy already
@@ -92,11 +92,11 @@ def sample_at(layout, raw, batch_size, position, record, count, arrays):
                 array = array.reshape(-1)[:math.prod(entry)].reshape(tuple(entry))
             values.append(array)
             continue
-        tensor = layout.region(raw, field, batch_size, position + 1)[position]
+        tensor = batch_structure.region(raw, field, batch_size, position + 1)[position]
         if isinstance(entry, Reshaped):
             tensor = tensor.reshape(-1)[:math.prod(entry)].view(tuple(entry))
         values.append(_leaf_value(field, tensor, count))
-    return _unbuild(layout.structure, values)
+    return _unbuild(batch_structure.structure, values)
 
 
 def _leaf_value(field, tensor, count):
@@ -149,16 +149,16 @@ def _try_type(cls, items, fallback):
         return fallback(items)
 
 
-def _collate_error(layout, records, indices, where, error):
+def _collate_error(batch_structure, records, indices, where, error):
     """default_collate's error, naming the samples that differ from sample 0."""
     odd = []
     for position, record in enumerate(records):
         for key in record:
             if key == WHOLE:
                 odd.append(f"sample {indices[position]} (structure differs from sample 0's)")
-            elif key not in layout.object_leaves:
-                odd.append(f"sample {indices[position]}: {layout.fields[key].where()} "
-                           f"differs from sample 0's {layout.fields[key].describe()}")
+            elif key not in batch_structure.object_leaves:
+                odd.append(f"sample {indices[position]}: {batch_structure.fields[key].where()} "
+                           f"differs from sample 0's {batch_structure.fields[key].describe()}")
     message = (f"ringloader: {where}: default_collate of samples {list(indices)} failed: "
                f"{type(error).__name__}: {error}; {'; '.join(odd[:3])}. Batches of samples "
                "of varying size need a collate_fn (e.g. one that pads)")

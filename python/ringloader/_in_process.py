@@ -3,8 +3,37 @@
 torch's own semantics, with the position state_dict() saves."""
 from torch.utils.data._utils.collate import default_collate
 
-from . import _batches
+from . import _batches, _state
+from ._backend import Backend, draw_base_seed
 from ._distributed import ShardSampler
+
+
+class InProcessBackend(Backend):
+    """The backend: every iter() makes an InProcessIterator of its own (as
+    torch's single-process iterators are independent); state_dict() saves
+    the latest one's position while its epoch runs."""
+
+    def __init__(self, order):
+        super().__init__(order)
+        self._latest = None  # the iterator of the latest iter()
+
+    def iterate(self, loader):
+        epoch, resume = self._next_epoch()
+        if resume is None:
+            draw_base_seed(loader.generator)
+        self._latest = InProcessIterator(loader, self.order, epoch, resume)
+        return self._latest
+
+    def _state(self, loader):
+        if self._latest is not None and self._latest.in_progress:
+            return _state.in_process_state(loader, self._latest)
+        return _state.empty_state(loader, self._epoch)
+
+    def _resume_at(self, loader, state):
+        return _state.in_process_resume(loader, state)
+
+    def _close_epoch(self):
+        self._latest = None
 
 
 class InProcessIterator:
@@ -12,16 +41,17 @@ class InProcessIterator:
     The epoch's order is drawn up front (as torch's samplers draw it at the
     first batch) so that state_dict() can carry it."""
 
-    def __init__(self, loader, epoch, resume):
+    def __init__(self, loader, order, epoch, resume):
         self._loader = loader
         self.epoch = epoch
+        self.in_progress = True  # until the epoch's last batch was taken
         # Elastic stages of this epoch (a resume at another world size).
         self.elastic = resume.get("elastic", []) if resume is not None else []
-        if loader._streamed:  # an endless sampler: drawn batch by batch
+        if order.streamed:  # an endless sampler: drawn batch by batch
             self.batches, self.order, self.consumed = None, None, 0
             self._stream = iter(loader.batch_sampler)
             return
-        if loader._custom_batches:  # the batch sampler's own batches
+        if order.custom_batches:  # the batch sampler's own batches
             self.batches = _batches.own_batches(loader.batch_sampler)
             self.order = [i for batch in self.batches for i in batch]
             self.consumed = 0
@@ -51,9 +81,7 @@ class InProcessIterator:
             collate = self._loader.collate_fn or default_collate
             return collate([self._loader.dataset[i] for i in indices])
         if self.consumed >= len(self.batches):
-            if self._loader._in_process is self:
-                self._loader._in_process = None
-                self._loader._epoch_open = False
+            self.in_progress = False
             raise StopIteration
         indices = self.batches[self.consumed]
         self.consumed += 1

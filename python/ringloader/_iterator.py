@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The DataLoader's iterator over the native loader: hands out an epoch's
-batches, finished (cut, collated, moved), and keeps Ctrl-C from losing or
-skipping one.
+"""The iterators over a native loader (the ring backends of _ring.py): each
+hands out an epoch's batches, finished (cut, collated, moved), and keeps
+Ctrl-C from losing or skipping one. ``CppWorkersIterator`` serves datasets
+the C++ workers decode, ``PythonWorkersIterator`` Python datasets' workers.
 
 Ctrl-C (any signal handler's exception) and then going on with the same
 iterator loses nothing: during the wait, and while the batch is being taken,
@@ -19,19 +20,38 @@ from . import _collate, _device, _exceptions, _native_datasets
 from ._ringloader import Error, WorkerError
 
 
-class Iterator:
-    def __init__(self, loader, generation):
-        self._loader = loader
-        self._native = loader._native
-        self._restart(generation)
+class RingIterator:
+    """One epoch at a time of a ring backend. `backend.generation` counts
+    the epochs it started: an iterator of an older one was superseded."""
 
-    def _restart(self, generation):
-        self._generation, self._done = generation, False
-        self._native = self._loader._native
+    # How the backend's batches are finished (_finish): set by the subclasses.
+    _batch_structure = None  # a Python dataset's sample layout in the slot
+    _converted = False       # a torchvision dataset the C++ workers read
+    _target_transform = None
+    _to_device = None        # where a Python dataset's batches go, or None
+
+    def __init__(self, loader, backend):
+        self._loader, self._backend = loader, backend
+
+    def restart(self, native, stream, batch_lengths, done):
+        """Starts the epoch the backend just planned in `native` (or in
+        `stream`, a streamed one); `done`: it has no batch at all."""
+        self._generation, self._done, self._open = self._backend.generation, done, True
+        self._native, self._stream, self._batch_lengths = native, stream, batch_lengths
         # Ctrl-C bookkeeping (_take): batches the native loader has handed
         # out that reached this iterator, and why it cannot go on, if so.
         self._received = self._native.batches_handed_out()
         self._lost, self._last = None, None
+
+    @property
+    def in_progress(self):
+        """The epoch was started, and neither run to its end nor closed."""
+        return self._open
+
+    def close_epoch(self):
+        """A loaded state replaced the position: the epoch no longer counts
+        as in progress for state_dict()."""
+        self._open = False
 
     def __iter__(self):
         return self
@@ -47,7 +67,7 @@ class Iterator:
         # (a collate_fn's) consume the batch, as torch's do.
         try:
             batch = self._finish(raw)
-            device = self._loader._to_device
+            device = self._to_device
             return batch if device is None else _device.move_to(batch, device)
         except BaseException as error:
             if not isinstance(error, Exception):
@@ -65,7 +85,7 @@ class Iterator:
         would silently skip that batch."""
         if self._done:
             raise StopIteration  # again and again, as torch's iterator
-        if self._generation != self._loader._generation:
+        if self._generation != self._backend.generation:
             raise Error("ringloader: this iterator's epoch was superseded by a later "
                         "iter(loader) on the same loader (one ring serves one stream; "
                         "torch's non-persistent workers would have gone on with it): "
@@ -81,14 +101,14 @@ class Iterator:
             self._check_lost()
             raise
         if batch is None:
-            stream = self._loader._stream
+            stream = self._stream
             if stream is not None and stream.start_next():
+                self._batch_lengths = stream.batch_lengths
                 return self._take()  # the sampler's next chunk
-            self._done = True
-            self._loader._epoch_open = False
+            self._done, self._open = True, False
             raise StopIteration
         self._received += 1
-        self._last = (batch[2], batch[3])
+        self._last = (batch.epoch, batch.index)
         return batch
 
     def _check_lost(self):
@@ -104,26 +124,51 @@ class Iterator:
             f"state_dict() saved before")
 
     def _finish(self, batch):
-        """The batch the caller gets from the raw tuple: cut to a custom
-        batch's length, collated, targets copied out of the slot."""
-        data = batch[0]  # shares the C++ storage: a spill moves it too
+        """The batch the caller gets from the native Batch (data, target,
+        epoch, index, sample_indices): cut to a custom batch's length,
+        collated, targets copied out of the slot."""
+        data = batch.data  # shares the C++ storage: a spill moves it too
         # A custom batch sampler's batch is padded to batch_size: keep its own.
-        lengths = self._loader._batch_lengths
-        length = None if lengths is None else lengths[batch[3]]
+        lengths = self._batch_lengths
+        length = None if lengths is None else lengths[batch.index]
         collate = self._loader.collate_fn
-        layout = self._loader._batch_structure
+        layout = self._batch_structure
         if layout is not None:
-            size, indices = self._loader.batch_size, batch[4][:length]
+            size, indices = self._loader.batch_size, batch.sample_indices[:length]
             if collate is None or collate is default_collate:
                 return _collate.collate_batch(layout, data, size, indices,
-                                              f"batch {batch[3]} of epoch {batch[2]}")
+                                              f"batch {batch.index} of epoch {batch.epoch}")
             return collate(_collate.samples(layout, data, size, len(indices)))
         data = data[:length]
-        target = _collate.copy_if_small(batch[1][:length])
-        if self._loader._converted:  # a torchvision dataset: its own samples
+        target = _collate.copy_if_small(batch.target[:length])
+        if self._converted:  # a torchvision dataset: its own samples
             return _native_datasets.finish_batch(data, target, collate,
-                                                 self._loader._target_transform)
+                                                 self._target_transform)
         if collate is None or collate is default_collate:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.
         return collate([(data[i], target[i]) for i in range(data.shape[0])])
+
+
+class CppWorkersIterator(RingIterator):
+    """A dataset the C++ workers decode: batches come out as [data, target],
+    or as a converted torchvision dataset's own samples would collate."""
+
+    def __init__(self, loader, backend, converted, target_transform):
+        super().__init__(loader, backend)
+        self._converted, self._target_transform = converted, target_transform
+
+
+class PythonWorkersIterator(RingIterator):
+    """A Python dataset's workers: batches are collated from the slot laid
+    out by `batch_structure`, then moved to `to_device` (if not None)."""
+
+    def __init__(self, loader, backend, to_device):
+        super().__init__(loader, backend)
+        self._to_device = to_device
+
+    def restart(self, native, stream, batch_lengths, done):
+        # The workers restart with the dataset as it is at iter() (_ring.py):
+        # its structure may have changed.
+        self._batch_structure = self._backend.batch_structure
+        super().restart(native, stream, batch_lengths, done)

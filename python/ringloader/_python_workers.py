@@ -226,21 +226,21 @@ class PythonWorkers:
                       "num_workers": options["num_workers"],
                       "batch_size": options["batch_size"]}
         self.iterated = False
-        self.native = self.layout = None
+        self.native = self.batch_structure = None
         self.payload = self._pickle(dataset)
         self._start(dataset)
 
     def refresh(self, dataset):
         """Before an epoch: workers with the dataset as it is now, as torch's
         re-created (non-persistent) workers see it. Restarts the workers
-        only when the pickled dataset changed. Returns (native, layout)."""
+        only when the pickled dataset changed. Returns (native, batch_structure)."""
         self.iterated = True
         payload = self._pickle(dataset)
         if payload != self.payload:
-            self.native = self.layout = None  # old workers shut down first
+            self.native = self.batch_structure = None  # old workers shut down first
             self.payload = payload
             self._start(dataset)
-        return self.native, self.layout
+        return self.native, self.batch_structure
 
     def _pickle(self, dataset):
         import cloudpickle
@@ -269,11 +269,11 @@ class PythonWorkers:
         if "error" in reply:
             server.close()
             _raise_probe_error(reply)
-        layout = pickle.loads(reply["layout"])
+        batch_structure = pickle.loads(reply["batch_structure"])
         command = [sys.executable, "-S", _STUB, reply["address"]]
         try:
             native = _ringloader.NativeLoader.external(
-                command, token.encode(), len(dataset), layout.sample_bytes, self.options,
+                command, token.encode(), len(dataset), batch_structure.sample_bytes, self.options,
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
@@ -284,7 +284,7 @@ class PythonWorkers:
             weakref.finalize(native, server.close)
         except TypeError:
             self._server = server
-        self.native, self.layout = native, layout
+        self.native, self.batch_structure = native, batch_structure
 
 
 def _raise_probe_error(reply):
@@ -294,7 +294,7 @@ def _raise_probe_error(reply):
     at construction, since sample 0 sizes the ring."""
     where = {"unpickle": "unpickling the dataset in a worker",
              "sample": "sample 0 (probed in a worker to size the ring)",
-             "layout": "laying out sample 0"}.get(reply["stage"], reply["stage"])
+             "batch_structure": "laying out sample 0"}.get(reply["stage"], reply["stage"])
     text = (f"ringloader: {where}: {reply['error']}\n"
             f"worker traceback:\n{reply.get('traceback', '')}")
     error = None

@@ -26,13 +26,14 @@ def empty_state(loader, epoch):
             "elastic": [], "config": _config(loader), **_generator_states(loader)}
 
 
-def native_state(loader):
-    """The C++ loader's state (it knows the position); its order list
-    travels as an int64 tensor, a few bytes a sample."""
-    native = loader._native.state_dict()
+def native_state(loader, native_loader, in_progress):
+    """The native loader's state (it knows the position); its order list
+    travels as an int64 tensor, a few bytes a sample. `in_progress`: an
+    epoch was started and not run to its end."""
+    native = native_loader.state_dict()
     order = native.pop("order")
     state = empty_state(loader, native["epoch"])
-    state.update(in_progress=loader._epoch_open,
+    state.update(in_progress=in_progress,
                  batches_consumed=native["batches_consumed"],
                  batches_in_epoch=native["batches_in_epoch"], native=native,
                  order=torch.tensor(order, dtype=torch.int64) if order else None)
@@ -48,8 +49,10 @@ def in_process_state(loader, iterator):
     return state
 
 
-def check(loader, state):
-    """Refuses a state of another version or configuration (ValueError)."""
+def check(loader, state, in_ring, builtin_order):
+    """Refuses a state of another version or configuration (ValueError).
+    `in_ring`: the loader runs its epochs through a native loader (workers),
+    not in process; `builtin_order`: the C++ sampler makes its order."""
     # Version 1 (before elastic resume) is read: its native part is upgraded
     # by the C++ loader, and it has no elastic history.
     if not isinstance(state, dict) or state.get("version") not in (1, VERSION):
@@ -62,30 +65,31 @@ def check(loader, state):
             raise OptionError(f"ringloader: the state was saved with {key}={value!r}, "
                               f"this DataLoader has {mine.get(key)!r}; resume with "
                               f"the same configuration")
-    if (state["native"] is None) != (loader._native is None):
+    if (state["native"] is None) == in_ring:
         raise OptionError("ringloader: the state was saved by a DataLoader of "
                           "another kind (native workers vs in-process)")
     saved = (state["config"]["rank"], state["config"]["world_size"])
     if saved != (loader.rank, loader.world_size) and state["in_progress"]:
-        if loader._native is None and not isinstance(loader.sampler, ShardSampler):
+        if not in_ring and not isinstance(loader.sampler, ShardSampler):
             raise OptionError(f"ringloader: a state of rank {saved[0]} of {saved[1]} "
                               f"restores into rank {loader.rank} of {loader.world_size} "
                               f"only with ringloader's own order (distributed=True or a "
                               f"Mix, no sampler)")
-        if not loader._builtin_order:
+        if not builtin_order:
             raise OptionError("ringloader: only the built-in order (shuffle / "
                               "distributed, no sampler) resumes at another world "
                               "size or rank; a sampler's order is its own")
 
 
-def merge(loader, states):
+def merge(loader, states, in_ring, builtin_order):
     """One state from the states of all ranks of a job (a list, any order):
-    the native loader checks they agree and records each rank's batch count."""
+    the native loader checks they agree and records each rank's batch count
+    (`in_ring`, `builtin_order`: as check's)."""
     states = list(states)
     if not states:
         raise OptionError("ringloader: load_state_dict got an empty list of states")
     for state in states:
-        check(loader, state)
+        check(loader, state, in_ring, builtin_order)
     if all(state["native"] is None for state in states):
         return _merge_in_process(states)
     merged = dict(states[0])

@@ -23,16 +23,19 @@ def has_len(obj):
 
 
 class OrderStream:
-    def __init__(self, loader, epoch):
-        self._loader, self._epoch = loader, epoch
-        source = loader.batch_sampler if loader._custom_batches else loader.sampler
+    """One streamed epoch: draws the next chunk of `source` (a sampler, or
+    a batch sampler's own batches) and plans it in `native`."""
+
+    def __init__(self, source, custom_batches, batch_size, native, epoch):
         self._source = iter(source)
+        self._custom_batches, self._batch_size = custom_batches, batch_size
+        self._native, self._epoch = native, epoch
+        self.batch_lengths = None  # the current chunk's custom batches' own lengths
 
     def start_next(self):
         """Plans the next chunk of the epoch; False when the sampler ended."""
-        loader = self._loader
-        size = loader.batch_size
-        if loader._custom_batches:
+        size = self._batch_size
+        if self._custom_batches:
             batches = list(itertools.islice(self._source, CHUNK_BATCHES))
             order, lengths = _batches.padded_order(batches, size)
         else:
@@ -40,8 +43,8 @@ class OrderStream:
             lengths = None
         if not order:
             return False
-        loader._batch_lengths = lengths
-        loader._native.set_order(order)
-        loader._native.set_epoch(self._epoch)
-        loader._native.start_epoch()
+        self.batch_lengths = lengths
+        self._native.set_order(order)
+        self._native.set_epoch(self._epoch)
+        self._native.start_epoch()
         return True

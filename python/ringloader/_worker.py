@@ -2,10 +2,10 @@
 """A Python worker: runs ``dataset[i]`` and writes each sample straight
 into its place in the ring slot (no pickling of batches).
 
-Forked by its loader server (see _zygote.py) with the dataset, its layout
-and the loader's settings already in memory, and the ring's fd. It
-descends from the zygote (a fork of the trainer taken at import while it
-was one thread without CUDA, or a fresh interpreter), never from the
+Forked by its loader server (see _zygote.py) with the dataset, its
+BatchStructure and the loader's settings already in memory, and the ring's
+fd. It descends from the zygote (a fork of the trainer taken at import while
+it was one thread without CUDA, or a fresh interpreter), never from the
 trainer as it runs, and never re-runs the trainer's main script.
 """
 import random
@@ -31,7 +31,7 @@ def serve(index, server_pid, config, ring_fd):
     import torch
     torch.set_num_threads(1)
     from ringloader import _ringloader
-    dataset, layout = config["dataset"], config["layout"]
+    dataset, batch_structure = config["dataset"], config["batch_structure"]
     parent_pid = config["parent_pid"]
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
@@ -53,7 +53,7 @@ def serve(index, server_pid, config, ring_fd):
                 current = sample_index
                 endpoint.heartbeat(sample_index)
                 _seed_sample(config["seed"], task.epoch, sample_index)
-                layout.write(slot, batch_size, position, dataset[sample_index],
+                batch_structure.write(slot, batch_size, position, dataset[sample_index],
                              sample_index)
         except Exception as error:
             # The trainer re-raises it with its own type and this traceback.

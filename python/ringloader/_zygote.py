@@ -9,7 +9,7 @@ Three kinds of process, none of which is the trainer:
   torch, never touches CUDA, never runs the trainer's code again. For each
   loader it forks a server.
 * a loader server: unpickles the loader's payload (the dataset, with
-  ``__main__``'s classes by value), computes the layout of ``dataset[0]``
+  ``__main__``'s classes by value), computes the BatchStructure of ``dataset[0]``
   (so ``__getitem__`` never runs in the trainer), answers the trainer, then
   forks one worker per stub that connects.
 * a worker: forked from its server with the dataset already in memory, it
@@ -250,9 +250,9 @@ class LoaderServer:
             stage = "sample"
             from ringloader._batch_structure import BatchStructure
             sample = self.config["dataset"][0]
-            stage = "layout"
-            self.config["layout"] = BatchStructure(sample, header["max_pickled_bytes"])
-            return {"layout": pickle.dumps(self.config["layout"])}
+            stage = "batch_structure"
+            self.config["batch_structure"] = BatchStructure(sample, header["max_pickled_bytes"])
+            return {"batch_structure": pickle.dumps(self.config["batch_structure"])}
         except Exception as error:  # noqa: BLE001  (reported to the trainer)
             return {"error": f"{type(error).__name__}: {error}",
                     "traceback": traceback.format_exc(), "stage": stage,

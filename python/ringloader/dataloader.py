@@ -4,23 +4,15 @@ behaviour, fed by ringloader's ring instead of pickled worker queues."""
 import warnings
 
 import torch
-from torch.utils import dlpack as _dlpack
-from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 from torch.utils.data._utils.collate import default_collate
 
-from . import (_batches, _device, _in_process, _iterator, _native_datasets,
-               _python_workers, _ringloader, _state, _stream)
-from ._distributed import ShardSampler, resolve_rank
+from . import _arguments, _device, _in_process, _options, _ring, _stream
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
 
 
 _AUTO_WORKERS = -1  # LoaderOptions::kAutoWorkers
-
-
-def _is_native(dataset):
-    return hasattr(dataset, "ringloader_dataset_json")
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -99,136 +91,76 @@ class DataLoader(torch.utils.data.DataLoader):
     ``ring_memory_budget_bytes`` (Default: a quarter of physical memory).
     """
 
+    # The class DataLoader(attach=...) makes (attached.py declares it).
+    _attached_class = None
+
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
                  batch_sampler=None, num_workers=0, collate_fn=None,
                  pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None,
                  generator=None, *, prefetch_factor=None,
                  persistent_workers=False, pin_memory_device="",
-                 ring_slots=0, seed=None, on_error="raise", hang_timeout=120.0,
-                 max_batch_retries=2, distributed=False, rank=None, world_size=None,
-                 native=True, max_pickled_bytes=None, held_batches="spill",
-                 device="cpu", device_normalize=None, max_auto_workers=0,
-                 ring_memory_budget_bytes=0, attach=None, in_order=True):
+                 ring_slots=_options.default("ring_slots"), seed=None,
+                 on_error=_options.default("on_error"),
+                 hang_timeout=_options.default("hang_timeout_s"),
+                 max_batch_retries=_options.default("max_batch_retries"),
+                 distributed=False, rank=None, world_size=None,
+                 native=True, max_pickled_bytes=None,
+                 held_batches=_options.default("held_batches"),
+                 device=_options.default("device"), device_normalize=None,
+                 max_auto_workers=_options.default("max_auto_workers"),
+                 ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
+                 attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
-        auto_workers = isinstance(num_workers, str) and num_workers == "auto"
-        if isinstance(num_workers, str) and not auto_workers:
-            raise OptionError(f"num_workers must be an int or 'auto', got {num_workers!r}")
-        if not auto_workers and num_workers < 0:
-            raise OptionError("num_workers option should be non-negative; "
-                              "use num_workers=0 to disable multiprocessing.")
-        if timeout < 0:
-            raise OptionError("timeout option should be non-negative")
-        if auto_workers and prefetch_factor is not None:
-            raise OptionError("prefetch_factor sizes the ring per worker; with "
-                              "num_workers='auto' use ring_slots or "
-                              "ring_memory_budget_bytes")
-        if prefetch_factor is not None and num_workers == 0:
-            raise OptionError("prefetch_factor option could only be specified "
-                              "in multiprocessing. let num_workers > 0 to "
-                              "enable multiprocessing.")
-        # A torchvision dataset whose samples the C++ workers can make runs
-        # natively by itself (``native=False`` keeps Python workers).
-        source, self._target_transform = dataset, None
-        if native and not _is_native(dataset):
-            converted, self._target_transform = _native_datasets.convert(
-                dataset, worker_init_fn)
-            source = converted if converted is not None else dataset
-        self._converted = source is not dataset
-        self._source = source  # (owns the memfds a converted dataset reads)
-        if worker_init_fn is not None and _is_native(dataset):
-            raise OptionError("worker_init_fn: ringloader's native workers run "
-                              "no Python, so there is nothing to initialise")
-        if isinstance(dataset, torch.utils.data.IterableDataset):
-            raise OptionError("ringloader.DataLoader: IterableDataset is not "
-                              "supported (batches are planned by index)")
-        if multiprocessing_context not in (None, "spawn", "forkserver", "fork"):
-            if getattr(multiprocessing_context, "get_start_method", None) is None:
-                raise OptionError(f"multiprocessing_context {multiprocessing_context!r}"
-                                  " is not understood")
-        if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise OptionError("batch_sampler option is mutually exclusive "
-                                  "with batch_size, shuffle, sampler, and drop_last")
-            if _batches.is_custom(batch_sampler):  # its own batches, as torch
-                batch_size = _batches.capacity(batch_sampler)
-                sampler = getattr(batch_sampler, "sampler", None)
-            else:
-                sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size
-                drop_last = batch_sampler.drop_last
-        elif batch_size is None:
-            raise OptionError("ringloader: batch_size=None (unbatched loading) "
-                              "is not supported; batches fill ring slots")
-        if sampler is not None and shuffle:
-            raise OptionError("sampler option is mutually exclusive with shuffle")
-        if on_error not in ("raise", "skip"):
-            raise OptionError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if auto_workers and not _is_native(source):
-            raise OptionError("ringloader: num_workers='auto' needs a dataset the native "
-                              "workers load (ringloader.datasets, or a torchvision "
-                              "dataset that converts); give a number for Python datasets")
-        if on_error == "skip" and not _is_native(source):
-            raise OptionError("on_error='skip' needs a ringloader.datasets dataset; "
-                              "a Python dataset's __getitem__ decides what to skip")
-        sharded = distributed or rank is not None or world_size is not None
-        if sharded and sampler is not None:
-            raise OptionError("ringloader: sampler option is mutually exclusive with "
-                              "distributed / rank / world_size (a DistributedSampler "
-                              "shards on its own)")
-        self.rank, self.world_size = resolve_rank(distributed, rank, world_size)
-
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.num_workers = num_workers
-        self.timeout = timeout
-        self.pin_memory = pin_memory
-        self.prefetch_factor = prefetch_factor
-        self.persistent_workers = persistent_workers
+        args = _arguments.resolve(
+            dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+            batch_sampler=batch_sampler, num_workers=num_workers, drop_last=drop_last,
+            timeout=timeout, worker_init_fn=worker_init_fn,
+            multiprocessing_context=multiprocessing_context, generator=generator,
+            prefetch_factor=prefetch_factor, seed=seed, on_error=on_error,
+            distributed=distributed, rank=rank, world_size=world_size, native=native)
+        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        self.batch_size, self.drop_last = args.batch_size, args.drop_last
+        self.sampler, self.batch_sampler = args.sampler, args.batch_sampler
+        self.rank, self.world_size, self.seed = args.rank, args.world_size, args.seed
+        self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
+        self.persistent_workers, self.generator = persistent_workers, generator
         # torch >= 2.6: False lets torch hand batches out as workers finish.
         # Batches here always come in sampler order, which in_order=False
         # allows too (docs/drop_in.md).
         self.in_order = in_order
         self.pin_memory_device = pin_memory_device  # read back as torch's; pinning is per device
-        self.generator = generator
         # As torch: None means default_collate, and reads back as it.
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.multiprocessing_context = multiprocessing_context
         self.worker_init_fn = worker_init_fn
-        if seed is None:
-            seed = (generator.initial_seed() if generator is not None
-                    else 0 if sharded else torch.initial_seed())
-        self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
-        # Tar shards shuffle natively (shard order + a seeded buffer), so
-        # workers read each shard front to back.
-        native_shuffle = bool(shuffle) and sampler is None and getattr(
-            source, "ringloader_native_shuffle", False)
-        # A weighted mix draws each epoch in the C++ sampler (datasets.Mix).
-        mix = getattr(dataset, "ringloader_mix", None)
-        if mix is not None and sampler is not None:
-            raise OptionError("ringloader: a datasets.Mix draws its own order; "
-                              "sampler must stay None")
-        if sharded or mix is not None:
-            sampler = ShardSampler(len(dataset), {
-                "shuffle": bool(shuffle), "seed": self.seed, "rank": self.rank,
-                "world_size": self.world_size}, mix=mix,
-                batching={"batch_size": int(batch_size), "drop_last": bool(drop_last)})
-        elif sampler is None:
-            sampler = (RandomSampler(dataset, generator=generator)
-                       if shuffle and not native_shuffle else SequentialSampler(dataset))
-        self.sampler = sampler
-        self._custom_batches = batch_sampler is not None and _batches.is_custom(batch_sampler)
-        self.batch_sampler = (batch_sampler if self._custom_batches
-                              else BatchSampler(sampler, batch_size, drop_last))
-        self._batch_lengths = None  # the custom batches' own lengths, this epoch
-        # The C++ sampler makes the order itself (no set_order per epoch).
-        self._builtin_order = (sharded or mix is not None
-                               or type(sampler) is SequentialSampler) \
-            and not self._custom_batches
-        # A sampler with no len (an endless generator) is drawn chunk by chunk.
-        self._streamed = not self._builtin_order and not _stream.has_len(self.batch_sampler)
-        self._stream = None
+        self.device = str(device)
+        options, to_device = self._loader_options(
+            args, num_workers, max_auto_workers, ring_memory_budget_bytes, ring_slots,
+            prefetch_factor, timeout, on_error, hang_timeout, max_batch_retries,
+            held_batches, pin_memory, device, device_normalize)
+        if _arguments.decoded_in_cpp(args.source):
+            self._backend = _ring.CppWorkersBackend(
+                args.order, args.source, options, args.source is not dataset,
+                args.target_transform)
+        elif num_workers > 0:
+            self._backend = _ring.PythonWorkersBackend(
+                args.order, dataset, options, worker_init_fn, self.seed, max_pickled_bytes,
+                to_device)
+        else:
+            self._backend = _in_process.InProcessBackend(args.order)
+
+    def _loader_options(self, args, num_workers, max_auto_workers,
+                        ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,
+                        on_error, hang_timeout, max_batch_retries, held_batches,
+                        pin_memory, device, device_normalize):
+        """The native loader's options (LoaderOptions), and the torch.device
+        a Python dataset's batches are moved to in Python (or None)."""
+        auto_workers, drop_last = args.auto_workers, self.drop_last
+        batch_size, sampler, dataset = self.batch_size, self.sampler, self.dataset
+        sharded, mix, shuffle = args.sharded, args.mix, args.shuffle
+        native_shuffle = args.native_shuffle
         if ring_slots == 0 and prefetch_factor is not None:
             ring_slots = max(2, num_workers * prefetch_factor + 2)
         options = {
@@ -240,8 +172,8 @@ class DataLoader(torch.utils.data.DataLoader):
             "ring_slots": int(ring_slots),
             "max_samples_per_epoch": max(
                 len(dataset),
-                _stream.CHUNK_BATCHES * batch_size if self._streamed
-                else len(self.batch_sampler) * batch_size if self._custom_batches
+                _stream.CHUNK_BATCHES * batch_size if args.order.streamed
+                else len(self.batch_sampler) * batch_size if args.order.custom_batches
                 else _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
             "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
@@ -258,40 +190,30 @@ class DataLoader(torch.utils.data.DataLoader):
         # Batches the caller keeps (list(loader), stored outputs) are copied
         # out of the ring once their slot is needed (stats()
         # ["spilled_batches"]); "raise" gives LeaseError instead.
-        if held_batches not in ("spill", "raise"):
+        if held_batches not in _options.SPECS["held_batches"]["choices"]:
             raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
         options["held_batches"] = held_batches
         # pin_memory page-locks the ring (CUDA is touched at the first
         # iteration, on the current device); a slot whose last tensor dies
         # then waits for the CUDA work enqueued before (a non_blocking copy).
         options["pin_memory"] = bool(pin_memory) or str(device) != "cpu"
-        self.device = str(device)
         # Python datasets' batches are moved after collation (None: not moved).
-        self._to_device = _device.configure(self.device, device_normalize,
-                                            _is_native(source), options)
-        self._batch_structure = None
-        self._native = None
-        self._workers = None  # Python workers (a Python dataset, num_workers > 0)
-        if _is_native(source):
-            self._native = _ringloader.NativeLoader(
-                source.ringloader_dataset_json(), source.ringloader_pipeline_json(),
-                options)
-        elif num_workers > 0:
-            self._workers = _python_workers.PythonWorkers(
-                dataset, options, worker_init_fn, self.seed, max_pickled_bytes)
-            self._native, self._batch_structure = self._workers.native, self._workers.layout
-        self._epoch = 0
-        self._resume = None      # a loaded state, for the next epoch started
-        self._in_process = None  # the in-process iterator of the epoch in progress
-        self._epoch_open = False  # an epoch started and not yet run to its end
+        to_device = _device.configure(self.device, device_normalize,
+                                      _arguments.decoded_in_cpp(args.source), options)
+        return options, to_device
 
     def __new__(cls, *args, **kwargs):
         # DataLoader(attach="name") reads a NodeLoader's lane instead of a
-        # dataset of its own (node.py).
+        # dataset of its own: the subclass declared with attaches=True
+        # (attached.py, which imports this module: hence no import here).
         if kwargs.get("attach") is not None and cls is DataLoader:
-            from .node import AttachedDataLoader
-            return super().__new__(AttachedDataLoader)
+            return super().__new__(DataLoader._attached_class)
         return super().__new__(cls)
+
+    def __init_subclass__(cls, attaches=False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if attaches:
+            DataLoader._attached_class = cls
 
     def __len__(self):
         return len(self.batch_sampler)
@@ -300,63 +222,15 @@ class DataLoader(torch.utils.data.DataLoader):
         """The epoch the next iteration uses (augmentation keys, and the
         epoch passed on to the sampler if it has set_epoch, like
         DistributedSampler). Without a call, each iteration advances it."""
-        self._epoch = int(epoch)
-        if self._resume is not None and self._resume["epoch"] != self._epoch:
-            self._resume = None  # another epoch: the saved position is moot
-        if self._native is not None:
-            self._native.set_epoch(self._epoch)
+        self._backend.set_epoch(int(epoch))
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(int(epoch))
 
-    def _draw_base_seed(self):
-        """Draws from the RNG exactly as torch's iterator does at iter() (its
-        workers' base seed, drawn for num_workers=0 too), so the sampler's
-        draw and code after the loop see the same random state as torch's."""
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-
     def __iter__(self):
-        epoch, resume = self._epoch, self._resume
-        self._resume = None
-        if resume is not None and resume["epoch"] != epoch:
-            resume = None
-        self._epoch = epoch + 1
-        self._epoch_open = True
-        if self._native is None:  # a Python dataset with num_workers=0
-            if resume is None:
-                self._draw_base_seed()
-            self._in_process = _in_process.InProcessIterator(self, epoch, resume)
-            return self._in_process
-        if resume is None and self._workers is not None and (
-                not self.persistent_workers or not self._workers.iterated):
-            # torch's workers start at iter() (each epoch unless persistent)
-            # and see the dataset as it is then.
-            self._native = None
-            self._native, self._batch_structure = self._workers.refresh(self.dataset)
-        if resume is None:
-            self._draw_base_seed()
-            if self._custom_batches and not self._streamed:
-                order, self._batch_lengths = _batches.padded_order(
-                    self.batch_sampler, self.batch_size)
-                self._native.set_order(order)
-            elif not self._builtin_order and not self._streamed:
-                self._native.set_order([int(i) for i in self.sampler])
-        # (Resuming, the native loader holds the saved order and position.)
-        self._stream = _stream.OrderStream(self, epoch) if self._streamed else None
-        if self._stream is None:
-            self._native.set_epoch(epoch)
-            self._native.start_epoch()
-        ended = self._stream is not None and not self._stream.start_next()
-        # A new epoch supersedes the iterator of the one in progress (one ring
-        # serves one stream). With persistent workers torch hands out the
-        # same iterator object, reset; so do we.
-        self._generation = getattr(self, "_generation", 0) + 1
-        held = getattr(self, "_iterator", None)
-        if self.persistent_workers and held is not None:
-            held._restart(self._generation)
-        else:
-            self._iterator = _iterator.Iterator(self, self._generation)
-        self._iterator._done = ended  # an endless sampler that yielded nothing
-        return self._iterator
+        # A new epoch supersedes the iterator of the one in progress (one
+        # ring serves one stream); with persistent workers torch hands out
+        # the same iterator object, reset, and so do we (_ring.py).
+        return self._backend.iterate(self)
 
     # torch's DataLoader makes these properties that validate and read
     # private names its __init__ sets; ours keeps the value as given.
@@ -368,20 +242,23 @@ class DataLoader(torch.utils.data.DataLoader):
     def multiprocessing_context(self, value):
         self.__dict__["_multiprocessing_context"] = value
 
+    @property
+    def _converted(self):
+        """A torchvision dataset converted for the C++ workers (tests, benches)."""
+        return self._backend.converted
+
+    @property
+    def _native(self):
+        """The native loader (ring and workers) of the epochs, or None (tests
+        and tools reach it for worker pids)."""
+        return self._backend.native
+
     def state_dict(self):
         """The position between batches: the epoch in progress and how many
         of its batches were handed out (or the next epoch), the epoch's
         order when a torch sampler chose it, and the generators' states.
         Plain values and tensors, for ``torch.save``."""
-        if self._custom_batches or self._streamed:
-            raise OptionError("ringloader: state_dict() does not support a custom "
-                              "batch_sampler or a sampler with no len (their batches "
-                              "are not saved)")
-        if self._native is not None:
-            return _state.native_state(self)
-        if self._in_process is not None:
-            return _state.in_process_state(self, self._in_process)
-        return _state.empty_state(self, self._epoch)
+        return self._backend.state_dict(self)
 
     def load_state_dict(self, state):
         """Makes the next iteration go on from ``state`` (taken by
@@ -397,34 +274,18 @@ class DataLoader(torch.utils.data.DataLoader):
         elastically (native loader, built-in order): this rank's share of
         the samples no rank consumed, then this world size's epochs (see
         docs/distributed.md)."""
-        if isinstance(state, (list, tuple)):
-            state = _state.merge(self, state)
-        _state.check(self, state)
-        if self._native is not None:
-            self._native.load_state_dict(_state.native_dict(state))
-        _state.restore_generators(self, state)
-        epoch = int(state["epoch"])
-        complete = state["batches_consumed"] >= state["batches_in_epoch"]
-        # Between epochs there is nothing to skip: the next epoch draws its
-        # order from the restored generators as it would have.
-        self._resume = None if not state["in_progress"] else (
-            _state.in_process_resume(self, state) if self._native is None else {
-                "epoch": epoch, "batches_consumed": int(state["batches_consumed"]),
-                "order": _state.order_list(state)})
-        self._epoch = epoch + 1 if complete else epoch
-        self._in_process = None
-        self._epoch_open = False
+        self._backend.load_state_dict(self, state)
 
     def stats(self):
         """Where time went: images, wall, decode/transform/read seconds summed
         over workers, the trainer's stall waiting for data, ring size."""
-        return self._native.stats() if self._native else {}
+        return self._backend.stats()
 
     def stats_text(self):
-        return self._native.stats_text() if self._native else ""
+        return self._backend.stats_text()
 
     def worker_pids(self):
-        return self._native.worker_pids() if self._native else []
+        return self._backend.worker_pids()
 
 
 def _sampler_len(sampler):

@@ -10,7 +10,7 @@ The node process::
 
 Each trainer (torchrun starts one per GPU; LOCAL_RANK picks its lane)::
 
-    loader = ringloader.DataLoader(attach="imagenet-train")
+    loader = ringloader.DataLoader(attach="imagenet-train")   # attached.py
     for epoch in range(90):
         loader.set_epoch(epoch)
         for images, labels in loader:   # on this trainer's GPU with "cuda"
@@ -33,11 +33,9 @@ batches are dropped until a trainer attaches again; the others go on.
 """
 import time
 
-from . import _native_datasets
-from ._ringloader import AttachedLoader as _AttachedCore
+from . import _native_datasets, _options
 from ._ringloader import NodeLoader as _NodeCore
 from ._ringloader import OptionError
-from .dataloader import DataLoader
 
 
 def _native_source(dataset):
@@ -77,7 +75,9 @@ class NodeLoader:
     def __init__(self, dataset, batch_size=1, shuffle=False, num_workers=0,
                  drop_last=False, *, trainers=1, name="default", device="cpu",
                  devices=None, lane_slots=3, first_epoch=0, epochs=0, seed=0,
-                 on_error="raise", ring_slots=0, hang_timeout=120.0, allow_group=None,
+                 on_error=_options.default("on_error"),
+                 ring_slots=_options.default("ring_slots"),
+                 hang_timeout=_options.default("hang_timeout_s"), allow_group=None,
                  cuda_release_timeout=10.0):
         source = _native_source(dataset)
         self._source = source  # owns the memfds a converted dataset reads
@@ -151,62 +151,3 @@ class NodeLoader:
     def trainer_pids(self):
         """The attached trainer's pid per lane (0: none)."""
         return self._core.trainer_pids()
-
-
-class AttachedDataLoader(DataLoader):
-    """``ringloader.DataLoader(attach=name)``: a trainer's lane of a
-    NodeLoader. Iterates like a DataLoader (``len``, ``set_epoch``,
-    ``[data, target]`` batches, on the lane's GPU for a "cuda" node). The
-    lane is ``trainer`` (Default: ``$LOCAL_RANK``, else 0). Dataset,
-    sampler and workers belong to the node: ``batch_size``, when given,
-    must match the node's. ``node_uid``: the uid the node must run as
-    (Default: ``None``, this process's); a node of another uid is refused
-    with NodeError. Batches may be changed in place; the changes are this
-    process's own (copy-on-write pages of the node's ring)."""
-
-    def __init__(self, dataset=None, batch_size=None, *args, attach=None, trainer=None,
-                 connect_timeout=60.0, node_uid=None, **kwargs):
-        core = _AttachedCore(str(attach), -1 if trainer is None else int(trainer),
-                             float(connect_timeout),
-                             node_uid=-1 if node_uid is None else int(node_uid))
-        if batch_size is not None and int(batch_size) != core.batch_size:
-            node_batch_size = core.batch_size
-            # Detach now: the exception's traceback keeps this frame (and
-            # self) alive, and a held lane would refuse the corrected retry.
-            del core
-            raise OptionError(f"ringloader: batch_size={batch_size}, but node "
-                              f"{attach!r} makes batches of {node_batch_size}")
-        self._core = core
-        self.dataset = dataset
-        self.batch_size = self._core.batch_size
-        self.drop_last = True  # every lane batch is full
-        self.num_workers = 0
-        self.attach = str(attach)
-        self.trainer = self._core.trainer
-        self.device = self._core.device
-        self.collate_fn = None
-
-    def __len__(self):
-        return len(self._core)
-
-    def set_epoch(self, epoch):
-        """The epoch the next iteration serves (forward only: the node
-        decodes in order); without a call each iteration follows the last."""
-        self._core.set_epoch(int(epoch))
-
-    def __iter__(self):
-        self._core.begin_epoch()
-        core = self._core
-        while True:
-            batch = core.next()
-            if batch is None:
-                return
-            yield [batch[0], batch[1]]
-
-    def state_dict(self):
-        raise OptionError("ringloader: an attached loader's position belongs to its "
-                          "node; restart the node with first_epoch to resume")
-
-    def stats(self):
-        return {"trainer": self.trainer, "device": self.device}
-

@@ -197,6 +197,66 @@ TEST_F(ProcessFaults, WorkerKilledFillingAnAbandonedBatchLeavesNoStuckSlot) {
   EXPECT_GE(loader.stats().worker_restarts, 1);
 }
 
+// Sends SIGCONT to `pids` 0.5 s after `marker` appears (the fault point's
+// SIGSTOP), far inside hang_timeout_s.
+std::thread continue_later(const std::string& marker, std::vector<int> pids) {
+  return std::thread([marker, pids] {
+    struct stat info {};
+    for (int tries = 0; tries < 500 && stat(marker.c_str(), &info) != 0; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    for (int pid : pids) kill(pid, SIGCONT);
+  });
+}
+
+std::string stop_at(const std::string& point, const std::string& marker) {
+  return point + ":" + std::to_string(SIGSTOP) + ":" + marker;
+}
+
+// Soak finding (issue 31): a worker that set `ready` before its first
+// heartbeat, and was descheduled there, was judged against a heartbeat of
+// 0, "no progress for <uptime> ms", and killed as hung at once. Here the
+// worker stops itself right after `ready` and is continued 0.5 s later,
+// far inside hang_timeout_s: it must be kept (restarted and killed before
+// the fix).
+TEST_F(ProcessFaults, AWorkerPausedRightAfterStartingIsNotKilledAsHung) {
+  const std::string marker = dir_ / "stopped";
+  ASSERT_EQ(setenv("RINGLOADER_FAULT_SIGNAL_AT", stop_at("worker.ready", marker).c_str(), 1), 0);
+  Loader loader(dataset_, Pipeline{CenterCrop(16)}, options(1));
+  unsetenv("RINGLOADER_FAULT_SIGNAL_AT");
+  std::thread resume = continue_later(marker, loader.worker_pids());
+  loader.begin_epoch();
+  std::map<int64_t, std::string> got = samples_of(loader);
+  resume.join();
+  struct stat info {};
+  ASSERT_EQ(stat(marker.c_str(), &info), 0) << "the fault point was never reached";
+  EXPECT_EQ(got.size(), 60u);
+  EXPECT_EQ(loader.stats().worker_restarts, 0);
+}
+
+// The same window in an external (Python) worker's endpoint.
+TEST_F(ProcessFaults, AnExternalWorkerPausedRightAfterStartingIsNotKilledAsHung) {
+  const std::string marker = dir_ / "stopped";
+  ASSERT_EQ(setenv("RINGLOADER_FAULT_SIGNAL_AT", stop_at("endpoint.ready", marker).c_str(), 1),
+            0);
+  ExternalWorkers workers;
+  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.config = "8";
+  workers.dataset_size = 24;
+  workers.sample_bytes = 8;
+  Loader loader(workers, options(1));
+  unsetenv("RINGLOADER_FAULT_SIGNAL_AT");
+  std::thread resume = continue_later(marker, loader.worker_pids());
+  loader.begin_epoch();
+  std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
+  resume.join();
+  struct stat info {};
+  ASSERT_EQ(stat(marker.c_str(), &info), 0) << "the fault point was never reached";
+  EXPECT_EQ(got.size(), 24u);
+  EXPECT_EQ(loader.stats().worker_restarts, 0);
+}
+
 std::string bytes_of(const torch::Tensor& tensor) {
   torch::Tensor flat = tensor.contiguous();
   return std::string(static_cast<const char*>(flat.data_ptr()), flat.nbytes());

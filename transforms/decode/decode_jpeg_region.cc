@@ -10,7 +10,7 @@
 // depends only on blocks within a few pixels of it. Edges of a cropped or
 // skipped region are treated like image edges, so a margin of one iMCU
 // (16 px) keeps every pixel of the box identical to the full decode
-// (tests/unit/decode_region_test.cc checks this for every subsampling).
+// (tests/unit/transforms/decode_region_test.cc checks this for every subsampling).
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE and size_t first
 

@@ -8,7 +8,7 @@
 
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
-#include "tests/unit/parity_checks.h"
+#include "tests/unit/transforms/parity_checks.h"
 #include "transforms/image_ops.h"
 
 namespace ringloader {

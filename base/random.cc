@@ -9,7 +9,7 @@
 
 #include <utility>
 
-#include "transforms/philox.h"
+#include "base/philox.h"
 
 namespace ringloader {
 namespace {
@@ -35,7 +35,7 @@ void philox_round(std::array<uint32_t, 4>& c, const std::array<uint32_t, 2>& k) 
 
 }  // namespace
 
-namespace transforms {
+namespace base {
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
                                       std::array<uint32_t, 2> key) {
@@ -47,7 +47,7 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
   return counter;
 }
 
-}  // namespace transforms
+}  // namespace base
 
 SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index,
                      uint32_t stream)
@@ -60,7 +60,7 @@ SampleRng::SampleRng(uint64_t seed, uint64_t epoch, uint64_t index,
 }
 
 void SampleRng::refill() {
-  block_ = transforms::philox4x32_10(counter_, key_);
+  block_ = base::philox4x32_10(counter_, key_);
   ++counter_[0];
   used_ = 0;
 }

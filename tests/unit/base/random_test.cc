@@ -8,14 +8,14 @@
 #include <set>
 
 #include "ringloader/random.h"
-#include "transforms/philox.h"
+#include "base/philox.h"
 
 namespace ringloader {
 namespace {
 
 // Random123's kat_vectors for philox4x32_10.
 TEST(RandomPhilox, MatchesPublishedKnownAnswers) {
-  using transforms::philox4x32_10;
+  using base::philox4x32_10;
   EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}),
             (std::array<uint32_t, 4>{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}));
   EXPECT_EQ(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
@@ -44,7 +44,7 @@ TEST(RandomSampleRng, StreamIsAPureFunctionOfItsKey) {
   // key (seed low, seed high), counter (block 0, stream, splitmix64(epoch)
   // + index as low, high); splitmix64(0) = 0xE220A8397B1DCDAF.
   SampleRng c(0x0000000500000004ull, 0, 0, 9);
-  const auto block = transforms::philox4x32_10(
+  const auto block = base::philox4x32_10(
       {0, 9, static_cast<uint32_t>(0xE220A8397B1DCDAFull),
        static_cast<uint32_t>(0xE220A8397B1DCDAFull >> 32)},
       {4, 5});

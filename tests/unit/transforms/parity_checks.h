@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ringloader/transforms.h"
-#include "tests/unit/torchvision_reference.h"
+#include "tests/unit/transforms/torchvision_reference.h"
 
 namespace ringloader::testing {
 

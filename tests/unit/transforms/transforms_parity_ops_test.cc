@@ -9,7 +9,7 @@
 
 #include "ringloader/random.h"
 #include "ringloader/transforms.h"
-#include "tests/unit/parity_checks.h"
+#include "tests/unit/transforms/parity_checks.h"
 #include "transforms/affine_ops.h"
 #include "transforms/color_adjust.h"
 #include "transforms/color_ops.h"

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "ringloader/errors.h"
-#include "tests/unit/torchvision_reference.h"
+#include "tests/unit/transforms/torchvision_reference.h"
 #include "transforms/decode/decode.h"
 
 namespace ringloader::transforms {

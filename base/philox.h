@@ -6,9 +6,9 @@
 #include <array>
 #include <cstdint>
 
-namespace ringloader::transforms {
+namespace ringloader::base {
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
                                       std::array<uint32_t, 2> key);
 
-}  // namespace ringloader::transforms
+}  // namespace ringloader::base

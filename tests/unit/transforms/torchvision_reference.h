@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Test support: reference results computed by PIL / torchvision themselves,
-// through tests/unit/reference/torchvision_reference.py run by
+// through tests/unit/transforms/reference/torchvision_reference.py run by
 // /usr/bin/python3 (the interpreter with torch). Header-only so every test
 // file can use it without a second glob in tests/CMakeLists.txt.
 #pragma once
@@ -25,7 +25,7 @@ namespace ringloader::testing {
 inline const char* kPython = "/usr/bin/python3";
 
 inline std::string reference_script() {
-  return std::string(RINGLOADER_SOURCE_DIR) + "/tests/unit/reference/torchvision_reference.py";
+  return std::string(RINGLOADER_SOURCE_DIR) + "/tests/unit/transforms/reference/torchvision_reference.py";
 }
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {

@@ -1,0 +1,124 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The backends whose epochs run through a native loader (the C++ Loader:
+ring, worker pool, plan): C++ workers, and Python workers (_backend.py).
+
+A new iter() supersedes the iterator of the epoch in progress (one ring
+serves one stream): its next next() raises. With persistent workers torch
+hands out the same iterator object, reset; so do these."""
+from . import _batches, _python_workers, _ringloader, _state, _stream
+from ._backend import Backend, draw_base_seed
+from ._iterator import CppWorkersIterator, PythonWorkersIterator
+
+
+class RingBackend(Backend):
+    in_ring = True
+
+    def __init__(self, order):
+        super().__init__(order)
+        self.generation = 0    # epochs started; an iterator of an older one is stale
+        self._iterator = None  # the latest epoch's
+
+    def iterate(self, loader):
+        epoch, resume = self._next_epoch()
+        native = self._native_for_epoch(loader, resume)
+        batch_lengths = None
+        if resume is None:
+            draw_base_seed(loader.generator)
+            if self.order.custom_batches and not self.order.streamed:
+                order, batch_lengths = _batches.padded_order(
+                    loader.batch_sampler, loader.batch_size)
+                native.set_order(order)
+            elif not self.order.builtin and not self.order.streamed:
+                native.set_order([int(i) for i in loader.sampler])
+        # (Resuming, the native loader holds the saved order and position.)
+        stream = None
+        if self.order.streamed:
+            source = loader.batch_sampler if self.order.custom_batches else loader.sampler
+            stream = _stream.OrderStream(source, self.order.custom_batches,
+                                         loader.batch_size, native, epoch)
+        else:
+            native.set_epoch(epoch)
+            native.start_epoch()
+        # An endless sampler that yielded nothing has no batch at all.
+        done = stream is not None and not stream.start_next()
+        if stream is not None:
+            batch_lengths = stream.batch_lengths
+        self.generation += 1
+        if not (loader.persistent_workers and self._iterator is not None):
+            self._iterator = self._new_iterator(loader)
+        self._iterator.restart(native, stream, batch_lengths, done)
+        return self._iterator
+
+    def _native_for_epoch(self, loader, resume):
+        return self.native
+
+    def _state(self, loader):
+        in_progress = self._iterator is not None and self._iterator.in_progress
+        return _state.native_state(loader, self.native, in_progress)
+
+    def _resume_at(self, loader, state):
+        return {"epoch": int(state["epoch"]),
+                "batches_consumed": int(state["batches_consumed"]),
+                "order": _state.order_list(state)}
+
+    def _close_epoch(self):
+        if self._iterator is not None:
+            self._iterator.close_epoch()
+
+
+class CppWorkersBackend(RingBackend):
+    """A dataset the C++ workers decode: `source` (ringloader.datasets, or
+    the conversion of a torchvision `dataset`, which owns the memfds it
+    reads); its workers persist for the loader's life."""
+
+    def __init__(self, order, source, options, converted, target_transform):
+        super().__init__(order)
+        self._source = source
+        self._converted, self._target_transform = converted, target_transform
+        self._native = _ringloader.NativeLoader(
+            source.ringloader_dataset_json(), source.ringloader_pipeline_json(), options)
+
+    @property
+    def native(self):
+        return self._native
+
+    @property
+    def converted(self):
+        return self._converted
+
+    def _new_iterator(self, loader):
+        return CppWorkersIterator(loader, self, self._converted, self._target_transform)
+
+
+class PythonWorkersBackend(RingBackend):
+    """A Python dataset with workers: a loader server forked from the zygote
+    and its native loader (_python_workers.py). Without persistent workers,
+    each iter() restarts them if the dataset changed, as torch's re-created
+    workers see it."""
+
+    def __init__(self, order, dataset, options, worker_init_fn, seed, max_pickled_bytes,
+                 to_device):
+        super().__init__(order)
+        self._to_device = to_device
+        self._workers = _python_workers.PythonWorkers(
+            dataset, options, worker_init_fn, seed, max_pickled_bytes)
+
+    @property
+    def native(self):
+        return self._workers.native
+
+    @property
+    def batch_structure(self):
+        """How sample 0 (of the dataset as the workers last loaded it) lies
+        in a slot (_batch_structure.py)."""
+        return self._workers.batch_structure
+
+    def _native_for_epoch(self, loader, resume):
+        if resume is None and (not loader.persistent_workers or not self._workers.iterated):
+            # torch's workers start at iter() (each epoch unless persistent)
+            # and see the dataset as it is then.
+            self._workers.refresh(loader.dataset)
+        return self._workers.native
+
+    def _new_iterator(self, loader):
+        return PythonWorkersIterator(loader, self, self._to_device)
