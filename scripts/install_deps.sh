@@ -10,6 +10,7 @@ PACKAGES=(
   libgtest-dev nlohmann-json3-dev zlib1g-dev
   pybind11-dev python3-dev python3-pybind11 python3-torch python3-torchvision
   python3-numpy python3-pytest python3-skimage python3-pil python3-cloudpickle
+  python3-venv python3-pip
   dataset-fashion-mnist
 )
 

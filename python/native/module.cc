@@ -10,12 +10,12 @@
 #include <pybind11/stl.h>
 
 #include <ATen/DLConvertor.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <torch/torch.h>
 
 #include "errors.h"
 #include "module_parts.h"
 #include "ringloader/option_specs.h"
+#include "torch_compat.h"
 #include "ringloader/ringloader.h"
 
 namespace py = pybind11;
@@ -38,11 +38,7 @@ py::capsule to_capsule(const torch::Tensor& tensor) {
 }
 
 // A torch.Tensor sharing `tensor`'s TensorImpl and StorageImpl.
-py::object to_python(const torch::Tensor& tensor) {
-  PyObject* wrapped = THPVariable_Wrap(tensor);
-  if (!wrapped) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(wrapped);
-}
+py::object to_python(const torch::Tensor& tensor) { return wrap_tensor(tensor); }
 
 Dataset dataset_from_json(const std::string& text) {
   return Dataset::from_json(nlohmann::json::parse(text));
@@ -199,13 +195,12 @@ py::object next_of_loader(Loader& loader) {
 
 // A Batch named tuple (batch_tuple's) back into the Batch it was made from.
 Batch batch_from_tuple(const py::tuple& raw) {
-  if (raw.size() != 5 || !THPVariable_Check(raw[0].ptr()) ||
-      !THPVariable_Check(raw[1].ptr())) {
+  if (raw.size() != 5 || !is_tensor(raw[0]) || !is_tensor(raw[1])) {
     throw OptionError("ringloader: put_back takes a batch tuple from next()");
   }
   Batch batch;
-  batch.data = THPVariable_Unpack(raw[0].ptr());
-  batch.target = THPVariable_Unpack(raw[1].ptr());
+  batch.data = unwrap_tensor(raw[0]);
+  batch.target = unwrap_tensor(raw[1]);
   batch.epoch = raw[2].cast<int64_t>();
   batch.index = raw[3].cast<int64_t>();
   batch.sample_indices = raw[4].cast<std::vector<int64_t>>();
@@ -214,8 +209,9 @@ Batch batch_from_tuple(const py::tuple& raw) {
 
 PYBIND11_MODULE(_ringloader, module) {
   module.doc() = "ringloader native core (use the ringloader package)";
-  // THPVariable_Wrap needs torch's Python types registered.
-  py::module_::import("torch");
+  // THPVariable_Wrap needs torch's Python types registered (importing it),
+  // and the very torch this was compiled against.
+  check_torch_version();
   register_errors(module);
   batch_type = new py::object(py::module_::import("collections").attr("namedtuple")(
       "Batch", py::make_tuple("data", "target", "epoch", "index", "sample_indices"),

@@ -15,7 +15,11 @@ of shared memory, handing batches to the trainer without pickling or copies.
 """
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from ._ringloader import (  # noqa: F401
+from . import _build_info
+
+_build_info.check_torch()  # the torch built against, before its symbols load
+cmake_prefix_path = _build_info.cmake_prefix_path  # pip-installed: find_package(ringloader)
+from ._ringloader import (  # noqa: F401, E402
     DataIOError,
     DecodeError,
     Error,
@@ -24,7 +28,7 @@ from ._ringloader import (  # noqa: F401
     OptionError,
     WorkerError,
 )
-from . import datasets, transforms  # noqa: F401
+from . import datasets, transforms  # noqa: F401, E402
 from .dataloader import DataLoader  # noqa: F401
 from . import attached  # noqa: F401  (DataLoader(attach=...): its subclass)
 from .node import NodeLoader  # noqa: F401

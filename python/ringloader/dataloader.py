@@ -110,7 +110,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  device=_options.default("device"), device_normalize=None,
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
-                 attach=None):
+                 attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
         args = _arguments.resolve(
@@ -126,6 +126,11 @@ class DataLoader(torch.utils.data.DataLoader):
         self.rank, self.world_size, self.seed = args.rank, args.world_size, args.seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.persistent_workers, self.generator = persistent_workers, generator
+        # torch >= 2.6: False lets torch hand batches out as workers finish.
+        # Batches here always come in sampler order, which in_order=False
+        # allows too (docs/drop_in.md).
+        self.in_order = in_order
+        self.pin_memory_device = pin_memory_device  # read back as torch's; pinning is per device
         # As torch: None means default_collate, and reads back as it.
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.multiprocessing_context = multiprocessing_context

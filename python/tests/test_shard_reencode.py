@@ -19,10 +19,13 @@ SIZES = [(64, 48), (30, 20), (40, 90), (16, 16)]  # (width, height)
 
 
 def tool():
-    build = os.path.dirname(os.path.dirname(os.path.dirname(ringloader.__file__)))
-    path = os.path.join(build, "ringloader-shard")
-    assert os.access(path, os.X_OK), f"{path} not built"
-    return path
+    package = os.path.dirname(os.path.abspath(ringloader.__file__))
+    # The build tree's (build/python/ringloader -> build/), or pip's (ringloader/bin/).
+    for path in (os.path.join(os.path.dirname(os.path.dirname(package)), "ringloader-shard"),
+                 os.path.join(package, "bin", "ringloader-shard")):
+        if os.access(path, os.X_OK):
+            return path
+    raise AssertionError(f"ringloader-shard is neither built nor installed next to {package}")
 
 
 def write_photos(root):

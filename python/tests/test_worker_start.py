@@ -15,9 +15,9 @@ import torch
 import ringloader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD_PYTHON = os.path.join(os.environ.get("RINGLOADER_SOURCE_DIR",
-                                           os.path.dirname(os.path.dirname(HERE))),
-                            "build", "python")
+# The folder holding the ringloader these tests import (the build tree's
+# python/, or site-packages when installed), for the scripts they start.
+BUILD_PYTHON = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 
 # A training script as a user writes it: no __main__ guard, its dataset
 # class defined in __main__, a line appended at top level each time the body
