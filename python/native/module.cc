@@ -166,33 +166,6 @@ py::object batch_tuple(const Batch& batch) {
                        batch.index, batch.sample_indices);
 }
 
-// next_batch_or_none for a Loader, closing the window after the wait: a
-// signal that arrives once the wait's last check has run (the batch is being
-// taken, or the GIL is being taken back) would be raised by Python as soon as
-// next() returns, dropping the batch with its tuple. It is raised here
-// instead, with the batch put back for the next call.
-py::object next_of_loader(Loader& loader) {
-  std::optional<Batch> batch;
-  {
-    py::gil_scoped_release release;
-    batch = loader.next([] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
-  }
-  if (!batch) return py::none();
-  if (PyErr_CheckSignals() != 0) {
-    py::error_already_set pending;
-    try {
-      loader.put_back(std::move(*batch));
-    } catch (const Error&) {
-      // The handler started another epoch: this batch was cancelled anyway.
-    }
-    throw pending;
-  }
-  return batch_tuple(*batch);
-}
-
 // A Batch named tuple (batch_tuple's) back into the Batch it was made from.
 Batch batch_from_tuple(const py::tuple& raw) {
   if (raw.size() != 5 || !is_tensor(raw[0]) || !is_tensor(raw[1])) {
@@ -355,7 +328,7 @@ PYBIND11_MODULE(_ringloader, module) {
         py::gil_scoped_release release;
         loader.begin_epoch();
       })
-      .def("next", &next_of_loader)
+      .def("next", &next_batch_or_none<Loader>)
       .def("put_back", [](Loader& loader, const py::tuple& raw) {
         loader.put_back(batch_from_tuple(raw));
       }, py::arg("batch"))

@@ -62,29 +62,6 @@ class AttachedLane {
   int64_t handed_out_ = 0;         // batches next() returned, less those put back
 };
 
-// next() of a lane, closing the window after the wait as next_of_loader
-// (module.cc) does for a Loader: a signal that arrives once the wait's last
-// check has run would be raised by Python as soon as next() returns,
-// dropping the batch with its tuple. It is raised here instead, with the
-// batch put back for the next call.
-py::object next_of_lane(AttachedLane& lane) {
-  std::optional<Batch> batch;
-  {
-    py::gil_scoped_release release;
-    batch = lane.next([] {
-      py::gil_scoped_acquire gil;
-      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    });
-  }
-  if (!batch) return py::none();
-  if (PyErr_CheckSignals() != 0) {
-    py::error_already_set pending;
-    lane.put_back(std::move(*batch));
-    throw pending;
-  }
-  return batch_tuple(*batch);
-}
-
 NodeOptions node_options_from_dict(const py::dict& values) {
   NodeOptions node;
   for (auto item : values) {
@@ -159,7 +136,7 @@ void register_node(py::module_& module) {
            py::arg("poll_interval_s") = 0.1, py::arg("node_uid") = -1)
       .def("set_epoch", &AttachedLane::set_epoch)
       .def("begin_epoch", &AttachedLane::begin_epoch)
-      .def("next", &next_of_lane)
+      .def("next", &next_batch_or_none<AttachedLane>)
       .def("batches_handed_out", &AttachedLane::batches_handed_out)
       .def("__len__", [](const AttachedLane& lane) { return lane.lane().batches_per_epoch(); })
       .def_property_readonly("batch_size",
