@@ -114,3 +114,15 @@ def _construct(cls, message):
         return cls(message)
     except Exception:
         return None
+
+
+def dropped_by_signal(last, remedy):
+    """Why an iterator stops after Python dropped a batch that next() had
+    returned (a signal handler's exception raised in between): `last` is
+    the (epoch, index) of the batch before it, or None."""
+    which = ("the epoch's first batch" if last is None
+             else f"the batch after batch {last[1]} of epoch {last[0]}")
+    return (f"ringloader: an exception raised by a signal handler (Ctrl-C) arrived "
+            f"just as next() returned {which}, so Python dropped that batch before "
+            f"this iterator got it. Going on would skip it silently, so this "
+            f"iterator stops: {remedy}")

@@ -114,14 +114,9 @@ class RingIterator:
     def _check_lost(self):
         if self._native.batches_handed_out() == self._received:
             return  # nothing was taken
-        which = ("the epoch's first batch" if self._last is None
-                 else f"the batch after batch {self._last[1]} of epoch {self._last[0]}")
-        self._lost = (
-            f"ringloader: an exception raised by a signal handler (Ctrl-C) arrived just "
-            f"as next() returned {which}, so Python dropped that batch "
-            f"before this iterator got it. Going on would skip it silently, so this "
-            f"iterator stops: start a new epoch with iter(loader), or restore a "
-            f"state_dict() saved before")
+        self._lost = _exceptions.dropped_by_signal(
+            self._last, "start a new epoch with iter(loader), or restore a "
+            "state_dict() saved before")
 
     def _finish(self, batch):
         """The batch the caller gets from the native Batch (data, target,

@@ -9,6 +9,7 @@ wait, and as the batch is taken, the lane raises it with nothing taken
 is being handed over here, this iterator keeps it for the next call too. In the one instant where
 Python itself drops next()'s result, the lane's count of batches handed
 out shows it, and the iterator then raises on every later next()."""
+from . import _exceptions
 from ._ringloader import AttachedLoader as _Lane
 from ._ringloader import Error, OptionError
 from .dataloader import DataLoader
@@ -146,10 +147,5 @@ class AttachedIterator:
     def _check_lost(self):
         if self._lane.batches_handed_out() == self._received:
             return  # nothing was taken
-        which = ("the epoch's first batch" if self._last is None
-                 else f"the batch after batch {self._last[1]} of epoch {self._last[0]}")
-        self._lost = (
-            f"ringloader: an exception raised by a signal handler (Ctrl-C) arrived just "
-            f"as next() returned {which}, so Python dropped that batch before this "
-            f"iterator got it. Going on would skip it silently, so this iterator stops: "
-            f"start a new epoch with iter(loader)")
+        self._lost = _exceptions.dropped_by_signal(
+            self._last, "start a new epoch with iter(loader)")
