@@ -21,8 +21,9 @@ class _Seeder:
     ``torch.manual_seed`` / ``random.seed`` / ``np.random.seed`` of one key,
     at a tenth of their cost: ``torch.manual_seed`` spends most of its 34 µs
     on CUDA's lazy seeding and its fork checks, so the CPU generator is
-    seeded directly, and CUDA's generators only when this worker initialised
-    CUDA (checked per batch); ``random.seed`` skips its Python wrapper."""
+    seeded directly, and CUDA's generators only once this worker has
+    initialised CUDA (checked per sample, as a sample may be the one that
+    starts it: 24 ns); ``random.seed`` skips its Python wrapper."""
 
     def __init__(self, seed):
         import _random
@@ -30,16 +31,12 @@ class _Seeder:
         import torch
         self.seed, self.torch = seed, torch
         self.cpu = torch.default_generator
-        self.cuda = False
         # random.seed(int) is Random.seed: the C seeding plus gauss_next.
         self.python, self.python_seed = random._inst, _random.Random.seed
 
-    def begin_batch(self):
-        self.cuda = self.torch.cuda.is_initialized()
-
     def __call__(self, epoch, index):
         key = hash((self.seed, epoch, index)) & 0xFFFFFFFF
-        if self.cuda:
+        if self.torch.cuda.is_initialized():
             self.torch.manual_seed(key)
         else:
             self.cpu.manual_seed(key)
@@ -93,7 +90,6 @@ def serve(index, server_pid, config, ring_fd):
             samples, epoch = task.samples, task.epoch
             writer.begin(slot, len(samples))
             if rows is None or not _gathered(rows, writer, samples, heartbeat):
-                seed_sample.begin_batch()
                 for position, sample_index in enumerate(samples):
                     current = sample_index
                     heartbeat(sample_index)

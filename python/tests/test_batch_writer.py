@@ -82,7 +82,6 @@ def test_flattener_gives_the_structures_leaves(first):
 
 def test_seeds_are_those_of_manual_seed_random_seed_and_numpy_seed():
     seeder = _Seeder(7)
-    seeder.begin_batch()
     for epoch, index in ((0, 0), (3, 12345), (2, 1 << 40)):
         key = hash((7, epoch, index)) & 0xFFFFFFFF
         torch.manual_seed(key)
