@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Any batch, of any structure and size, into a ring slot and back: the
+path for batches a worker collates itself (a custom ``collate_fn``,
+``batch_size=None``, samples that outgrow sample 0's layout).
+
+The batch is pickled with every plain CPU tensor taken out of band: its
+elements are written into the slot, 64-byte aligned, and the pickle keeps
+only (offset, dtype, shape). The trainer rebuilds the structure from the
+pickle and each tensor as a view of the slot, so tensor data is written
+once, by the worker, and never copied again (torch's loader pickles it in
+the worker and copies it through shared memory). Everything else (numpy
+arrays, strings, tensor subclasses) travels inside the pickle, as with
+torch.
+
+Layout from ``start`` (where the slot's fixed-layout part ends):
+
+    header (64 bytes): magic, end, pickle offset, pickle length
+    tensor data, each 64-byte aligned
+    pickle
+
+Offsets are relative to ``start``. The slot is virtually large (its memfd
+pages are only committed when written), so a batch needs no byte budget up
+front; its capacity is a cap (``max_batch_bytes``) that fails naming the
+size. The header and every offset in the pickle are written by a worker, so
+the trainer bounds-checks each against the slot before use.
+"""
+import io
+import pickle
+import struct
+
+import torch
+
+MAGIC = 0x52494E47434F4445  # "RINGCODE": the slot holds an encoded batch
+HEADER_BYTES = 64
+_HEADER = struct.Struct("<QQQQ")
+_ALIGN = 64
+# Tensors up to this size are copied out of the slot, so keeping labels or
+# lengths never holds a ring slot (as _collate.SMALL_BATCH_BYTES).
+SMALL_TENSOR_BYTES = 4096
+_DTYPES = frozenset(
+    getattr(torch, name) for name in (
+        "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
+        "float32", "float64", "complex64", "complex128") if hasattr(torch, name))
+
+
+class TooBig(ValueError):
+    """The batch needs more bytes than the slot's capacity."""
+
+    def __init__(self, needed, capacity):
+        super().__init__(needed, capacity)
+        self.needed, self.capacity = needed, capacity
+
+
+class CorruptBatch(RuntimeError):
+    """A slot's encoded batch does not hold together (a worker wrote past
+    what it declared, or a peer scribbled on the slot)."""
+
+
+def _align(offset):
+    return (offset + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _travels_out_of_band(obj):
+    return (type(obj) is torch.Tensor and obj.layout == torch.strided
+            and obj.device.type == "cpu" and obj.dtype in _DTYPES
+            and not obj.is_conj() and not obj.is_neg())
+
+
+class _SlotPickler(pickle.Pickler):
+    def __init__(self, file, whole, start, capacity):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.whole, self.start, self.capacity = whole, start, capacity
+        self.next = HEADER_BYTES  # relative to start
+
+    def persistent_id(self, obj):
+        if not _travels_out_of_band(obj):
+            return None
+        nbytes = obj.numel() * obj.element_size()
+        offset = _align(self.next)
+        if offset + nbytes > self.capacity:
+            raise TooBig(offset + nbytes, self.capacity)
+        if nbytes:
+            at = self.start + offset
+            self.whole[at:at + nbytes].view(obj.dtype).view(obj.shape).copy_(obj)
+        self.next = offset + nbytes
+        return (offset, obj.dtype, tuple(obj.shape), obj.requires_grad)
+
+
+def encode_into(batch, slot, start=0):
+    """Writes `batch` into `slot` (a writable memoryview) from `start`;
+    returns the end (absolute) of what was written. Raises TooBig when the
+    slot's bytes after `start` do not hold it (nothing is marked valid)."""
+    whole = torch.frombuffer(slot, dtype=torch.uint8)
+    capacity = len(slot) - start
+    if capacity < HEADER_BYTES:
+        raise TooBig(HEADER_BYTES, max(capacity, 0))
+    # A reused slot may hold an older valid header: invalidate it first, so
+    # a failure part-way never leaves a batch that looks whole.
+    struct.pack_into("<Q", slot, start, 0)
+    buffer = io.BytesIO()
+    pickler = _SlotPickler(buffer, whole, start, capacity)
+    with torch.no_grad():  # a tensor that requires grad is copied, not traced
+        pickler.dump(batch)
+    blob = buffer.getbuffer()
+    offset = pickler.next
+    end = offset + len(blob)
+    if end > capacity:
+        raise TooBig(end, capacity)
+    slot[start + offset:start + end] = blob
+    _HEADER.pack_into(slot, start, MAGIC, end, offset, len(blob))
+    return start + end
+
+
+def is_encoded(raw, start=0):
+    """Whether the slot `raw` (a uint8 tensor) holds an encoded batch at `start`."""
+    if start + HEADER_BYTES > raw.numel():
+        return False
+    return _header(raw, start)[0] == MAGIC
+
+
+def encoded_end(raw, start=0):
+    """The absolute end of the encoded batch at `start`, bounds-checked."""
+    _, end, _, _ = _checked_header(raw, start)
+    return start + end
+
+
+def _header(raw, start):
+    return _HEADER.unpack(raw[start:start + _HEADER.size].numpy().tobytes())
+
+
+def _checked_header(raw, start):
+    magic, end, offset, length = _header(raw, start)
+    limit = raw.numel() - start
+    if magic != MAGIC or not (HEADER_BYTES <= offset <= end <= limit) \
+            or offset + length != end:
+        raise CorruptBatch(f"ringloader: a slot's batch header is invalid "
+                           f"(end {end}, pickle at {offset}+{length}, slot {limit} bytes)")
+    return magic, end, offset, length
+
+
+class _SlotUnpickler(pickle.Unpickler):
+    def __init__(self, file, raw, start, end):
+        super().__init__(file)
+        self.raw, self.start, self.end = raw, start, end
+
+    def persistent_load(self, pid):
+        try:
+            offset, dtype, shape, requires_grad = pid
+            shape = tuple(int(n) for n in shape)
+            numel = 1
+            for n in shape:
+                if n < 0:
+                    raise ValueError(n)
+                numel *= n
+            itemsize = torch.empty((), dtype=dtype).element_size()
+        except (TypeError, ValueError) as error:
+            raise CorruptBatch(f"ringloader: a slot's tensor entry {pid!r} is invalid") \
+                from error
+        nbytes = numel * itemsize
+        if dtype not in _DTYPES or not isinstance(offset, int) or offset % _ALIGN \
+                or not HEADER_BYTES <= offset <= offset + nbytes <= self.end:
+            raise CorruptBatch(f"ringloader: a slot's tensor entry (offset {offset}, "
+                               f"{nbytes} bytes) lies outside its batch's "
+                               f"{self.end} bytes")
+        at = self.start + offset
+        tensor = self.raw[at:at + nbytes].view(dtype).view(shape)
+        if nbytes <= SMALL_TENSOR_BYTES:
+            tensor = tensor.clone()
+        return tensor.requires_grad_() if requires_grad else tensor
+
+
+def decode(raw, start=0):
+    """The batch encoded at `start` of the slot `raw` (a uint8 tensor over
+    the whole slot); large tensors are views of `raw`, so they share its
+    storage (a spilled batch's tensors follow it)."""
+    _, end, offset, length = _checked_header(raw, start)
+    blob = raw[start + offset:start + end].numpy().tobytes()
+    return _SlotUnpickler(io.BytesIO(blob), raw, start, end).load()

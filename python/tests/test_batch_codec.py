@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""_batch_codec: any batch into a slot and back, tensors zero-copy, every
+offset a worker wrote bounds-checked by the trainer."""
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+from ringloader import _batch_codec as codec
+
+START = 4096
+
+
+def _slot(size=1 << 22):
+    memory = memoryview(bytearray(size))
+    return memory, torch.frombuffer(memory, dtype=torch.uint8)
+
+
+def test_any_structure_round_trips_and_large_tensors_alias_the_slot():
+    slot, raw = _slot()
+    image = torch.randn(3, 97, 131)
+    batch = ((image, image[0, :5].t()),
+             [{"boxes": torch.rand(5, 4), "labels": torch.arange(5)},
+              {"boxes": torch.rand(0, 4), "labels": torch.arange(0)}],
+             ["text", None, 3.5, np.arange(4)], torch.tensor(True))
+    end = codec.encode_into(batch, slot, START)
+    assert codec.is_encoded(raw, START) and codec.encoded_end(raw, START) == end
+    out = codec.decode(raw, START)
+    assert torch.equal(out[0][0], image) and torch.equal(out[0][1], image[0, :5].t())
+    assert torch.equal(out[1][0]["boxes"], batch[1][0]["boxes"])
+    assert out[1][1]["boxes"].shape == (0, 4)
+    assert out[2][:3] == ["text", None, 3.5] and (out[2][3] == np.arange(4)).all()
+    assert out[3].dtype == torch.bool and bool(out[3])
+    # The image is a view of the slot; small tensors are copies.
+    start, stop = raw.data_ptr(), raw.data_ptr() + raw.numel()
+    assert start <= out[0][0].data_ptr() < stop
+    assert not start <= out[1][0]["labels"].data_ptr() < stop
+
+
+def test_a_batch_over_the_capacity_raises_too_big_naming_the_size():
+    slot, raw = _slot(1 << 16)
+    with pytest.raises(codec.TooBig) as caught:
+        codec.encode_into(torch.zeros(1 << 16), slot, 0)
+    assert caught.value.needed > caught.value.capacity == 1 << 16
+    assert not codec.is_encoded(raw, 0)
+
+
+def test_a_failed_encode_leaves_no_valid_header_behind():
+    slot, raw = _slot(1 << 16)
+    codec.encode_into([torch.ones(4)], slot, 0)
+    with pytest.raises(codec.TooBig):
+        codec.encode_into([torch.zeros(1 << 16)], slot, 0)
+    assert not codec.is_encoded(raw, 0)
+
+
+@pytest.mark.parametrize("field,value", [(1, 1 << 40), (2, 8), (3, 1 << 30)])
+def test_a_scribbled_header_is_refused(field, value):
+    slot, raw = _slot()
+    codec.encode_into([torch.ones(1000)], slot, START)
+    struct.pack_into("<Q", slot, START + 8 * field, value)
+    with pytest.raises(codec.CorruptBatch):
+        codec.decode(raw, START)
+
+
+def test_a_tensor_entry_outside_the_batch_is_refused():
+    slot, raw = _slot()
+
+    class Evil(codec._SlotPickler):
+        def persistent_id(self, obj):
+            pid = super().persistent_id(obj)
+            return None if pid is None else (1 << 20, pid[1], pid[2], pid[3])
+
+    import io
+    buffer = io.BytesIO()
+    pickler = Evil(buffer, raw, START, len(slot) - START)
+    pickler.dump([torch.ones(2000)])
+    blob = buffer.getvalue()
+    offset = pickler.next
+    slot[START + offset:START + offset + len(blob)] = blob
+    codec._HEADER.pack_into(slot, START, codec.MAGIC, offset + len(blob), offset, len(blob))
+    with pytest.raises(codec.CorruptBatch, match="outside"):
+        codec.decode(raw, START)
+
+
+def test_requires_grad_and_dtypes_survive():
+    slot, raw = _slot()
+    batch = {dtype: torch.ones(3000, dtype=dtype) for dtype in
+             (torch.float16, torch.bfloat16, torch.int8, torch.complex64, torch.float64)}
+    batch["grad"] = torch.ones(2000, requires_grad=True)
+    codec.encode_into(batch, slot, 0)
+    out = codec.decode(raw, 0)
+    for key, value in batch.items():
+        assert out[key].dtype == value.dtype and torch.equal(out[key].detach(), value.detach())
+    assert out["grad"].requires_grad
