@@ -60,6 +60,11 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     return out
 
 
+# torch.utils.data.DataLoader's own prefetch_factor default: 2 up to 1.13;
+# None from 2.0 on, read back as 2 when there are workers.
+_TORCH_PREFETCH_DEFAULT = 2 if int(torch.__version__.split(".")[0]) < 2 else None
+
+
 def _check_counts(num_workers, timeout, prefetch_factor):
     """Returns whether num_workers is "auto"."""
     auto_workers = isinstance(num_workers, str) and num_workers == "auto"
@@ -70,15 +75,32 @@ def _check_counts(num_workers, timeout, prefetch_factor):
                           "use num_workers=0 to disable multiprocessing.")
     if timeout < 0:
         raise OptionError("timeout option should be non-negative")
-    if auto_workers and prefetch_factor is not None:
+    # torch 1.x's default, 2, passed is as good as none passed: a loader
+    # rebuilt from another's attributes (as Lightning does) passes it back.
+    given = prefetch_factor not in (None, _TORCH_PREFETCH_DEFAULT)
+    if auto_workers and given:
         raise OptionError("prefetch_factor sizes the ring per worker; with "
                           "num_workers='auto' use ring_slots or "
                           "ring_memory_budget_bytes")
-    if prefetch_factor is not None and num_workers == 0:
+    if given and num_workers == 0:
         raise OptionError("prefetch_factor option could only be specified "
                           "in multiprocessing. let num_workers > 0 to "
                           "enable multiprocessing.")
+    if prefetch_factor is not None and prefetch_factor < 0:
+        raise OptionError("prefetch_factor option should be non-negative")
     return auto_workers
+
+
+def prefetch_factor_read_back(prefetch_factor, num_workers):
+    """loader.prefetch_factor as the installed torch's DataLoader reads it
+    back. The ring's depth comes from ring_slots, or from prefetch_factor
+    only where it was given."""
+    if prefetch_factor is not None:
+        return prefetch_factor
+    if _TORCH_PREFETCH_DEFAULT is not None:
+        return _TORCH_PREFETCH_DEFAULT
+    # "auto" is ringloader's: its ring is sized by memory, not per worker.
+    return 2 if not isinstance(num_workers, str) and num_workers > 0 else None
 
 
 def _source(dataset, native, worker_init_fn):

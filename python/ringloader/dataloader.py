@@ -124,7 +124,8 @@ class DataLoader(torch.utils.data.DataLoader):
         self.batch_size, self.drop_last = args.batch_size, args.drop_last
         self.sampler, self.batch_sampler = args.sampler, args.batch_sampler
         self.rank, self.world_size, self.seed = args.rank, args.world_size, args.seed
-        self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
+        self.pin_memory = pin_memory
+        self.prefetch_factor = _arguments.prefetch_factor_read_back(prefetch_factor, num_workers)
         self.persistent_workers, self.generator = persistent_workers, generator
         # torch >= 2.6: False lets torch hand batches out as workers finish.
         # Batches here always come in sampler order, which in_order=False
@@ -161,7 +162,8 @@ class DataLoader(torch.utils.data.DataLoader):
         batch_size, sampler, dataset = self.batch_size, self.sampler, self.dataset
         sharded, mix, shuffle = args.sharded, args.mix, args.shuffle
         native_shuffle = args.native_shuffle
-        if ring_slots == 0 and prefetch_factor is not None:
+        if ring_slots == 0 and prefetch_factor is not None and not auto_workers \
+                and num_workers > 0:
             ring_slots = max(2, num_workers * prefetch_factor + 2)
         options = {
             "batch_size": int(batch_size),
