@@ -50,6 +50,13 @@ class SlowWhileFlagged(torch.utils.data.Dataset):
         return torch.full((3,), float(i)), i
 
 
+def _restart_stall(flag):
+    """The stall's 20 s count from now: building a loader took 7-11 s (and
+    importing torch 19 s) with the load average at 10 (torch 2.14), and a
+    window that had closed before the wait let the batch come at once."""
+    os.utime(flag)
+
+
 def _interrupt_latency(wait):
     """Runs wait() in the main thread, sends it SIGINT after 0.5 s, and returns
     seconds from the signal to the KeyboardInterrupt, which may also come
@@ -90,6 +97,7 @@ def test_ctrl_c_during_a_slow_python_dataset(tmp_path):
     open(flag, "w").close()
     dataset = SlowWhileFlagged(flag)
     loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2)
+    _restart_stall(flag)
     it = iter(loader)
     latency = _interrupt_latency(lambda: next(it))
     os.remove(flag)
@@ -135,6 +143,7 @@ def test_batch_ready_after_the_interrupt_is_not_skipped(tmp_path):
     open(flag, "w").close()
     dataset = SlowWhileFlagged(flag, n=12)
     loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2)
+    _restart_stall(flag)
     it = iter(loader)
     latency = _interrupt_latency(lambda: next(it))
     os.remove(flag)
