@@ -18,7 +18,7 @@ import sys
 import threading
 import weakref
 
-from . import _batch_codec, _ringloader, _stub_gate, _zygote
+from . import _batch_codec, _fork_threads, _ringloader, _stub_gate, _zygote
 from ._ringloader import OptionError, WorkerError
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,16 +162,14 @@ def _private_bytes():
 
 
 def _fork_is_safe():
-    """Forking the trainer is safe while it runs one thread and has not
-    initialised CUDA (what torch's own fork start method assumes too).
+    """Forking the trainer is safe while it runs one thread (OpenBLAS's
+    idle pool aside: _fork_threads) and has not initialised CUDA (what
+    torch's own fork start method assumes too).
     It is also cheap only while the trainer is small: see
     _FORK_MAX_PRIVATE_BYTES."""
     if os.environ.get("RINGLOADER_ZYGOTE") == "spawn":
         return False
-    try:
-        if len(os.listdir("/proc/self/task")) != 1:
-            return False
-    except OSError:
+    if _fork_threads.other_threads_unsafe():
         return False
     cuda = sys.modules.get("torch.cuda")
     if cuda is not None and cuda.is_initialized():

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
+import functools
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -10,6 +12,27 @@ _BUILD = os.environ.get("RINGLOADER_BUILD_DIR",
                         os.path.join(os.path.dirname(__file__), "..", "..", "build"))
 if os.path.isdir(os.path.join(_BUILD, "python")):
     sys.path.insert(0, os.path.join(_BUILD, "python"))
+
+
+NOBODY = 65534
+
+
+@functools.lru_cache(maxsize=None)
+def python_for_nobody(stdlib_only):
+    """An interpreter uid 65534 can run: this one where it can (it then
+    imports what this one does), else, for code of the standard library
+    only, Debian's. None where there is none: a virtual environment in
+    root's home (CI's torch 2.x stage) and code that imports torch."""
+    for python in (sys.executable, "/usr/bin/python3")[:2 if stdlib_only else 1]:
+        try:
+            probe = subprocess.run([python, "-S", "-c", "import socket; socket.send_fds"],
+                                   user=NOBODY, group=NOBODY, extra_groups=[], cwd="/",
+                                   capture_output=True, timeout=60)
+        except OSError:  # EACCES: a folder on its path is closed to nobody
+            continue
+        if probe.returncode == 0:
+            return python
+    return None
 
 
 def write_image_folder(root, classes=3, per_class=8, ext="png", seed=0):

@@ -102,7 +102,8 @@ def main():
             with open(os.path.join(HERE, "server_trust_attack.py")) as attack:
                 code = attack.read()  # nobody need not read this tree
             child = subprocess.Popen(
-                [sys.executable, "-S", "-c", code, new[0], *words[1:]],
+                [os.environ.get("RINGLOADER_TEST_NOBODY_PYTHON", sys.executable),
+                 "-S", "-c", code, new[0], *words[1:]],
                 stdout=subprocess.PIPE, text=True,
                 **(as_nobody if words[0] == "nobody-child" else {}))
             children.append(child)

@@ -18,12 +18,12 @@ import time
 import pytest
 
 import ringloader
+from conftest import NOBODY, python_for_nobody
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ATTACK = os.path.join(HERE, "server_trust_attack.py")
 TRAINER = os.path.join(HERE, "server_trust_trainer.py")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
-NOBODY = 65534
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0,
                                 reason="attacks as another user need root to setuid")
@@ -36,10 +36,19 @@ def _env(extra=None):
     return env
 
 
+def _python_for_nobody():
+    """The attacks need the standard library only: any Python will do."""
+    if os.geteuid() != 0:  # attacks as the same user only
+        return sys.executable
+    python = python_for_nobody(stdlib_only=True)
+    assert python, f"no Python that uid {NOBODY} can run"
+    return python
+
+
 def _attack_command(address, *args):
     # -c: `nobody` need not be able to read this tree.
     with open(ATTACK) as source:
-        return [sys.executable, "-S", "-c", source.read(), address, *args]
+        return [_python_for_nobody(), "-S", "-c", source.read(), address, *args]
 
 
 def _as_nobody(address, *args, wait=True):
@@ -54,6 +63,7 @@ class Trainer:
     """server_trust_trainer.py, driven line by line."""
 
     def __init__(self, env=None):
+        env = dict(env or {}, RINGLOADER_TEST_NOBODY_PYTHON=_python_for_nobody())
         self.process = subprocess.Popen(
             [sys.executable, TRAINER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, env=_env(env), cwd=HERE)

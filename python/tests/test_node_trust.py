@@ -15,20 +15,26 @@ import torch
 import torchvision.transforms as T
 
 import ringloader
+from conftest import NOBODY, python_for_nobody
 from node_helpers import (gpu, _name, _dataset, _python, TRAINER, _reference, _node_order, _run_trainers, _check_split)  # noqa: F401
 
 # --- trust (issue 24): who attaches, what a trainer can touch -------------
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become nobody")
-NOBODY = 65534
 
 
-def _python_as(user, code, **env):
+def _python_as(user, code, stdlib_only=False, **env):
     # An absolute path to this ringloader: the child starts in "/".
     package = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
     environment = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=package,
                        **{k: str(v) for k, v in env.items()})
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=environment,
+    python = sys.executable
+    if user == NOBODY:
+        python = python_for_nobody(stdlib_only)
+        if python is None:
+            pytest.skip(f"uid {NOBODY} cannot run {sys.executable} (a virtual "
+                        "environment in root's home), and this child imports torch")
+    return subprocess.Popen([python, "-c", textwrap.dedent(code)], env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             user=user, group=user, extra_groups=[] if user else None, cwd="/")
 
@@ -85,7 +91,7 @@ def test_a_trainer_refuses_a_node_of_another_user():
             os.ftruncate(fd, 4096)
             reply = struct.pack("<Iiii", 0x4e4c5241, 1, 0, os.getpid()).ljust(256, b"\\0")
             socket.send_fds(c, [reply], [fd, fd, fd])
-    """))
+    """), stdlib_only=True)
     try:
         assert squatter.stdout.readline().strip() == "bound"
         with pytest.raises(ringloader.NodeError, match="uid 65534, not uid 0"):
@@ -124,7 +130,7 @@ def test_trainers_map_the_node_read_only(image_folder):
                         print(what, "not reopened")
                 mmap.mmap(control, os.fstat(control).st_size)  # its own words: writable
                 print("done")
-            """))
+            """), stdlib_only=True)
             out, err = probe.communicate(timeout=120)
             assert probe.returncode == 0, err
             assert "region read-only" in out and "ring read-only" in out, out
