@@ -74,3 +74,14 @@ foreach(entry IN LISTS TORCH_LIBRARIES)
       "${TORCH_INSTALL_PREFIX}/share/cmake/Torch (cmake/ringloader_find_torch.cmake)")
   endif()
 endforeach()
+
+# PyPI's CUDA torch finds its NVIDIA libraries (nccl, cudnn, ...) in
+# site-packages/nvidia/*/lib through its own RPATH; ld, linking an
+# executable, must find those very ones (else it took CUDA's older
+# /usr/local/cuda/lib64/libnccl.so.2: undefined ncclCommGrow & co.).
+# Debian's torch has no such folder.
+get_filename_component(RINGLOADER_TORCH_SITE "${TORCH_INSTALL_PREFIX}/.." ABSOLUTE)
+file(GLOB RINGLOADER_TORCH_NVIDIA_LIBS "${RINGLOADER_TORCH_SITE}/nvidia/*/lib")
+foreach(dir IN LISTS RINGLOADER_TORCH_NVIDIA_LIBS)
+  add_link_options("LINKER:-rpath-link,${dir}")
+endforeach()
