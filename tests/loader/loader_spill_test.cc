@@ -5,6 +5,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <new>
@@ -86,15 +87,25 @@ TEST_F(Spill, ViewsTakenBeforeTheSpillSeeTheSpilledBytes) {
 class FailOnce final : public c10::Allocator {
  public:
   FailOnce(c10::Allocator* real, size_t bytes) : real_(real), bytes_(bytes) {}
-  c10::DataPtr allocate(size_t n) const override {
+  // torch 2.3 made allocate() non-const and added copy_data() (pure).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  c10::DataPtr allocate(size_t n) override { return allocate_or_fail(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    real_->copy_data(dest, src, count);
+  }
+#else
+  c10::DataPtr allocate(size_t n) const override { return allocate_or_fail(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return real_->raw_deleter(); }
+
+ private:
+  c10::DataPtr allocate_or_fail(size_t n) const {
     if (n >= bytes_ && armed_.exchange(false, std::memory_order_relaxed)) {
       throw std::bad_alloc();
     }
     return real_->allocate(n);
   }
-  c10::DeleterFnPtr raw_deleter() const override { return real_->raw_deleter(); }
 
- private:
   c10::Allocator* real_;
   size_t bytes_;
   mutable std::atomic<bool> armed_{true};
