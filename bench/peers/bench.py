@@ -106,7 +106,7 @@ def table(results, peers):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
+    parser.add_argument("--data")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
@@ -116,8 +116,14 @@ def main():
                         help="PEER=PYTHON: run PEER with this interpreter")
     parser.add_argument("--timeout", type=int, default=600)
     parser.add_argument("--out", help="JSON lines file (appended)")
+    parser.add_argument("--table", help="only print the table of a JSON lines file")
     args = parser.parse_args()
     peers = args.peers.split(",")
+    if args.table:
+        with open(args.table) as f:
+            results = [json.loads(line) for line in f if line.startswith("{")]
+        print(table(results, [p for p in peers if any(r["peer"] == p for r in results)])[0])
+        return
     pythons = dict(spec.split("=", 1) for spec in args.python)
     print(f"machine: {os.cpu_count()} cores, load average "
           f"{open('/proc/loadavg').read().split()[:3]}", file=sys.stderr)
