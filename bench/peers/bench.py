@@ -23,7 +23,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PEERS = ("torch,torch-simd,torchdata-nodes,torchdata-nodes-thread,spdl,dali-cpu,"
-                 "ffcv,ringloader-exact,ringloader-fast,webdataset,litdata,"
+                 "ffcv,ringloader-exact,ringloader-fast,ringloader-exact-noprestart,"
+                 "ringloader-fast-noprestart,webdataset,litdata,"
                  "ringloader-tar-exact,ringloader-tar-fast,ffcv-recipe,"
                  "ringloader-small-exact,ringloader-small-fast")
 

@@ -252,6 +252,21 @@ def ringloader_tar_fast(opts):
     return _ringloader(opts, "fast", opts.shards)
 
 
+def ringloader_exact_noprestart(opts):
+    """RINGLOADER_PRESTART=0 (documented in _python_workers.prestart): no
+    Python-worker zygote at import, only when a Python dataset needs one.
+    Under torch 2.x `import torch` leaves 2 threads, so the zygote cannot
+    be forked from the trainer and is spawned: a second interpreter with
+    torch (~355 MiB PSS) that native datasets never use."""
+    os.environ["RINGLOADER_PRESTART"] = "0"
+    return _ringloader(opts, "exact")
+
+
+def ringloader_fast_noprestart(opts):
+    os.environ["RINGLOADER_PRESTART"] = "0"
+    return _ringloader(opts, "fast")
+
+
 def ringloader_small_fast(opts):
     """Shards re-encoded like FFCV's recipe (max side 256, quality 90)."""
     return _ringloader(opts, "fast", opts.small_shards)
@@ -274,6 +289,8 @@ PEERS = {
     "ffcv-recipe": ffcv_recipe,
     "ringloader-exact": ringloader_exact,
     "ringloader-fast": ringloader_fast,
+    "ringloader-exact-noprestart": ringloader_exact_noprestart,
+    "ringloader-fast-noprestart": ringloader_fast_noprestart,
     "ringloader-tar-exact": ringloader_tar_exact,
     "ringloader-tar-fast": ringloader_tar_fast,
     "ringloader-small-exact": ringloader_small_exact,
