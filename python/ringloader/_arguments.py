@@ -95,6 +95,15 @@ def _source(dataset, native, worker_init_fn):
     return source, target_transform
 
 
+def torch_serves(dataset, args, kwargs):
+    """Why torch's own DataLoader serves `dataset` (DataLoader's positional
+    `args` and keyword `kwargs` as given), or None when ringloader does."""
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        return (f"{type(dataset).__name__} is an IterableDataset, which "
+                f"ringloader's ring does not load yet")
+    return None
+
+
 def _check_dataset(dataset, multiprocessing_context):
     if isinstance(dataset, torch.utils.data.IterableDataset):
         raise OptionError("ringloader.DataLoader: IterableDataset is not "

@@ -93,6 +93,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
     _attached_class = None
+    # torch's own loader in our clothes, for datasets the ring does not
+    # serve (_torch_fallback.py declares it).
+    _fallback_class = None
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
                  batch_sampler=None, num_workers=0, collate_fn=None,
@@ -208,12 +211,19 @@ class DataLoader(torch.utils.data.DataLoader):
         # (attached.py, which imports this module: hence no import here).
         if kwargs.get("attach") is not None and cls is DataLoader:
             return super().__new__(DataLoader._attached_class)
+        # A dataset the ring does not serve: torch's own loader, said once.
+        reason = _arguments.torch_serves(args[0] if args else kwargs.get("dataset"),
+                                         args, kwargs)
+        if reason is not None and DataLoader._fallback_class is not None:
+            return super().__new__(DataLoader._fallback_class.class_for(cls, reason))
         return super().__new__(cls)
 
-    def __init_subclass__(cls, attaches=False, **kwargs):
+    def __init_subclass__(cls, attaches=False, torch_fallback=False, **kwargs):
         super().__init_subclass__(**kwargs)
         if attaches:
             DataLoader._attached_class = cls
+        if torch_fallback:
+            DataLoader._fallback_class = cls
 
     def __len__(self):
         return len(self.batch_sampler)

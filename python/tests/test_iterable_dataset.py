@@ -1,0 +1,266 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""IterableDataset through ringloader.DataLoader, batch for batch against
+torch's own loader (issue 32, item 5): sharding with get_worker_info() and
+an uneven split, 0/1/3 workers, batch_size None and 4, drop_last,
+worker_init_fn, persistent workers, an endless stream, an iterator that
+raises, and ``python -m ringloader`` on a script that streams."""
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data.dataloader import DataLoader as TorchDataLoader
+
+import ringloader
+
+
+class Sharded(IterableDataset):
+    """Samples start..stop-1, split across workers by get_worker_info():
+    worker w takes every num_workers-th from w (uneven when num_workers
+    does not divide the count). A sample: (a tensor that varies, its index)."""
+
+    def __init__(self, stop, start=0):
+        self.start, self.stop = start, stop
+
+    def __iter__(self):
+        info = get_worker_info()
+        first, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(self.start + first, self.stop, step):
+            yield torch.full((3, 2), float(i)), i
+
+
+class Chunked(IterableDataset):
+    """torch's documented pattern: worker_init_fn narrows each worker's copy
+    of the dataset to its contiguous chunk."""
+
+    def __init__(self, start, stop):
+        self.start, self.stop = start, stop
+
+    def __iter__(self):
+        return iter(range(self.start, self.stop))
+
+
+def chunk_per_worker(worker_id):
+    info = get_worker_info()
+    dataset = info.dataset
+    per = -(-(dataset.stop - dataset.start) // info.num_workers)
+    dataset.start = dataset.start + worker_id * per
+    dataset.stop = min(dataset.start + per, dataset.stop)
+
+
+class Endless(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        worker = 0 if info is None else info.id
+        for i in itertools.count():
+            yield {"worker": worker, "i": i, "x": torch.arange(4) + i}
+
+
+class SeedsAndDraws(IterableDataset):
+    """What torch sets per worker: its info, and the seeded generators."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        for _ in range(3):
+            yield torch.tensor([info.id, info.num_workers, info.seed % (1 << 62)]), \
+                torch.randint(0, 1 << 30, (2,))
+
+
+class BrokenStream(Exception):
+    pass
+
+
+class Breaks(IterableDataset):
+    """Raises after a few samples in worker 1 (everywhere with no workers)."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(6):
+            if i == 3 and (info is None or info.id == 1):
+                raise BrokenStream(f"stream broke at {i}")
+            yield i
+
+
+def _batches(loader_class, dataset, epochs=1, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "suggested max workers", our fallback note
+        loader = loader_class(dataset, **kwargs)
+        return [list(loader) for _ in range(epochs)]
+
+
+def _equal(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return type(a) is type(b) and a.keys() == b.keys() and all(
+            _equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(
+            _equal(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def assert_same(ours, torchs):
+    assert len(ours) == len(torchs)
+    for number, (mine, theirs) in enumerate(zip(ours, torchs)):
+        assert _equal(mine, theirs), f"batch {number}: {mine!r} != {theirs!r}"
+
+
+@pytest.mark.parametrize("num_workers", [0, 1, 3])
+@pytest.mark.parametrize("batch_size,drop_last", [(None, False), (4, False), (4, True)])
+def test_sharded_stream_matches_torch_batch_for_batch(num_workers, batch_size, drop_last):
+    # 23 samples over 3 workers: 8, 8 and 7, so batches of 4 leave short
+    # ones and worker 2 ends first (torch's round-robin then skips it).
+    kwargs = dict(num_workers=num_workers, batch_size=batch_size, drop_last=drop_last)
+    ours = _batches(ringloader.DataLoader, Sharded(23), **kwargs)[0]
+    torchs = _batches(TorchDataLoader, Sharded(23), **kwargs)[0]
+    assert_same(ours, torchs)
+    assert len(ours) > 0
+
+
+def test_batch_size_none_with_drop_last_is_refused_as_torch_does():
+    for loader_class in (TorchDataLoader, ringloader.DataLoader):
+        with pytest.raises(ValueError, match="mutually exclusive with drop_last"):
+            _batches(loader_class, Sharded(4), batch_size=None, drop_last=True,
+                     num_workers=2)
+
+
+def test_workers_that_end_at_different_times_are_skipped_as_torch_does():
+    # Worker 0 gets 1..2 samples, worker 2 many: the order must go on with
+    # the others once one is exhausted, never stop or repeat.
+    ours = _batches(ringloader.DataLoader, Sharded(40, start=30), num_workers=3,
+                    batch_size=2)[0]
+    assert_same(ours, _batches(TorchDataLoader, Sharded(40, start=30), num_workers=3,
+                               batch_size=2)[0])
+
+
+def test_worker_init_fn_configures_each_workers_copy():
+    kwargs = dict(num_workers=3, batch_size=5, worker_init_fn=chunk_per_worker)
+    ours = _batches(ringloader.DataLoader, Chunked(3, 30), **kwargs)[0]
+    assert_same(ours, _batches(TorchDataLoader, Chunked(3, 30), **kwargs)[0])
+    assert sorted(torch.cat(ours).tolist()) == list(range(3, 30))
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_epochs_with_and_without_persistent_workers(persistent):
+    kwargs = dict(num_workers=2, batch_size=3, persistent_workers=persistent)
+    ours = _batches(ringloader.DataLoader, Sharded(11), epochs=2, **kwargs)
+    torchs = _batches(TorchDataLoader, Sharded(11), epochs=2, **kwargs)
+    assert_same(ours[0], torchs[0])
+    assert_same(ours[1], torchs[1])
+
+
+def test_worker_info_and_seeds_are_torchs():
+    kwargs = dict(num_workers=2, batch_size=None)
+    ours = _batches(ringloader.DataLoader, SeedsAndDraws(),
+                    generator=torch.Generator().manual_seed(7), **kwargs)[0]
+    torchs = _batches(TorchDataLoader, SeedsAndDraws(),
+                      generator=torch.Generator().manual_seed(7), **kwargs)[0]
+    assert_same(ours, torchs)
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_endless_stream_read_with_islice(num_workers):
+    def first(loader_class):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loader = loader_class(Endless(), batch_size=4, num_workers=num_workers)
+            return list(itertools.islice(loader, 7))
+    assert_same(first(ringloader.DataLoader), first(TorchDataLoader))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_an_iterator_that_raises_is_reraised_with_its_type(num_workers):
+    def failure(loader_class):
+        got = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loader = loader_class(Breaks(), batch_size=None, num_workers=num_workers)
+            with pytest.raises(Exception) as caught:
+                for batch in loader:
+                    got.append(batch)
+        return got, caught.value
+    ours, our_error = failure(ringloader.DataLoader)
+    torchs, torch_error = failure(TorchDataLoader)
+    assert type(our_error) is type(torch_error) is BrokenStream
+    assert "stream broke at 3" in str(our_error)
+    assert_same(ours, torchs)
+
+
+def test_the_fallback_says_why_once(monkeypatch):
+    from ringloader import _torch_fallback
+    monkeypatch.setattr(_torch_fallback, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            loader = ringloader.DataLoader(Sharded(6), batch_size=2)
+    notes = [w for w in caught if "torch's own DataLoader loads it" in str(w.message)]
+    assert len(notes) == 1 and "Sharded" in str(notes[0].message)
+    assert notes[0].filename == __file__  # points at the caller's line
+    assert_same(list(loader), _batches(TorchDataLoader, Sharded(6), batch_size=2)[0])
+
+
+def test_loader_is_both_classes_and_refuses_state_dict():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loader = ringloader.DataLoader(Sharded(8), batch_size=2, num_workers=2)
+    assert isinstance(loader, ringloader.DataLoader)
+    assert isinstance(loader, TorchDataLoader)
+    assert loader.batch_size == 2 and loader.num_workers == 2
+    with pytest.raises(ringloader.OptionError, match="IterableDataset"):
+        loader.state_dict()
+
+
+def test_a_subclass_of_ours_keeps_its_methods():
+    class Counting(ringloader.DataLoader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.made_by_subclass = True
+
+        def epochs(self):
+            return "own"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loader = Counting(Sharded(6), batch_size=3, num_workers=1)
+    assert isinstance(loader, Counting) and loader.made_by_subclass
+    assert loader.epochs() == "own"
+    assert_same(list(loader), _batches(TorchDataLoader, Sharded(6), batch_size=3,
+                                       num_workers=1)[0])
+
+
+SCRIPT = """\
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+class Lines(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        return iter(range(info.id if info else 0, 10, info.num_workers if info else 1))
+if __name__ == "__main__":
+    loader = DataLoader(Lines(), batch_size=3, num_workers=2)
+    print(type(loader).__module__, isinstance(loader, DataLoader))
+    print([batch.tolist() for batch in loader])
+"""
+
+
+def test_python_m_ringloader_runs_a_streaming_script_unchanged(tmp_path):
+    script = tmp_path / "stream.py"
+    script.write_text(SCRIPT)
+    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
+    runs = {}
+    for swap in (False, True):
+        command = [sys.executable, *(["-m", "ringloader"] if swap else []), str(script)]
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=300, env=env)
+        assert done.returncode == 0, done.stderr
+        runs[swap] = done.stdout.splitlines()
+    assert runs[False][0] == "torch.utils.data.dataloader True"
+    assert runs[True][0].startswith("ringloader.") and runs[True][0].endswith(" True")
+    assert runs[True][1] == runs[False][1] == str(
+        [[0, 2, 4], [1, 3, 5], [6, 8], [7, 9]])
