@@ -12,7 +12,7 @@ import types
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from . import _batches, _native_datasets, _stream
+from . import _batches, _iterable, _native_datasets, _stream
 from ._backend import Order
 from ._distributed import ShardSampler, resolve_rank
 from ._ringloader import OptionError
@@ -29,7 +29,7 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     """The checked arguments, as a namespace: shuffle, auto_workers, source,
     target_transform, batch_size, drop_last, sampler, batch_sampler, order,
     rank, world_size, seed, sharded, mix, native_shuffle."""
-    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=_check_counts(
+    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=check_counts(
         num_workers, timeout, prefetch_factor))
     out.source, out.target_transform = _source(dataset, native, worker_init_fn)
     _check_dataset(dataset, multiprocessing_context)
@@ -60,7 +60,7 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     return out
 
 
-def _check_counts(num_workers, timeout, prefetch_factor):
+def check_counts(num_workers, timeout, prefetch_factor):
     """Returns whether num_workers is "auto"."""
     auto_workers = isinstance(num_workers, str) and num_workers == "auto"
     if isinstance(num_workers, str) and not auto_workers:
@@ -95,13 +95,18 @@ def _source(dataset, native, worker_init_fn):
     return source, target_transform
 
 
-def torch_serves(dataset, args, kwargs):
-    """Why torch's own DataLoader serves `dataset` (DataLoader's positional
-    `args` and keyword `kwargs` as given), or None when ringloader does."""
-    if isinstance(dataset, torch.utils.data.IterableDataset):
-        return (f"{type(dataset).__name__} is an IterableDataset, which "
-                f"ringloader's ring does not load yet")
-    return None
+def torch_serves(signature, args, kwargs):
+    """Why torch's own DataLoader serves the dataset of DataLoader(*args,
+    **kwargs) (`signature`: DataLoader.__init__'s), or None when ringloader
+    does (or the arguments do not bind: __init__ then says what is wrong)."""
+    try:
+        bound = signature.bind(None, *args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    values = bound.arguments
+    return _iterable.fallback_reason(values["dataset"], values["num_workers"],
+                                     values["device"])
 
 
 def _check_dataset(dataset, multiprocessing_context):

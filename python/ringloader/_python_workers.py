@@ -271,9 +271,10 @@ class PythonWorkers:
             _raise_probe_error(reply)
         batch_structure = pickle.loads(reply["batch_structure"])
         command = [sys.executable, "-S", _STUB, reply["address"]]
+        dataset_size, sample_bytes = self._native_shape(dataset, batch_structure)
         try:
             native = _ringloader.NativeLoader.external(
-                command, token.encode(), len(dataset), batch_structure.sample_bytes, self.options,
+                command, token.encode(), dataset_size, sample_bytes, self.options,
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
@@ -285,6 +286,11 @@ class PythonWorkers:
         except TypeError:
             self._server = server
         self.native, self.batch_structure = native, batch_structure
+
+    def _native_shape(self, dataset, batch_structure):
+        """(indices the native loader plans over, bytes of one sample's slot
+        row); an IterableDataset's workers (_iterable.py) size them otherwise."""
+        return len(dataset), batch_structure.sample_bytes
 
 
 def _raise_probe_error(reply):

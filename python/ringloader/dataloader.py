@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ringloader.DataLoader: torch.utils.data.DataLoader's signature and
 behaviour, fed by ringloader's ring instead of pickled worker queues."""
+import inspect
 import warnings
 
 import torch
 from torch.utils.data._utils.collate import default_collate
 
-from . import _arguments, _device, _in_process, _options, _ring, _stream
+from . import _arguments, _device, _in_process, _iterable, _options, _ring, _stream
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -116,6 +117,13 @@ class DataLoader(torch.utils.data.DataLoader):
                  attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # see _iterable.py
+            self._init_iterable(dataset, batch_size, shuffle, sampler, batch_sampler,
+                                num_workers, collate_fn, pin_memory, drop_last, timeout,
+                                worker_init_fn, multiprocessing_context, generator,
+                                prefetch_factor, persistent_workers, pin_memory_device,
+                                hang_timeout, max_batch_retries, held_batches, in_order)
+            return
         args = _arguments.resolve(
             dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, drop_last=drop_last,
@@ -153,6 +161,38 @@ class DataLoader(torch.utils.data.DataLoader):
                 to_device)
         else:
             self._backend = _in_process.InProcessBackend(args.order)
+
+    def _init_iterable(self, dataset, batch_size, shuffle, sampler, batch_sampler,
+                       num_workers, collate_fn, pin_memory, drop_last, timeout,
+                       worker_init_fn, multiprocessing_context, generator,
+                       prefetch_factor, persistent_workers, pin_memory_device,
+                       hang_timeout, max_batch_retries, held_batches, in_order):
+        """An IterableDataset's loader: torch's attributes, and workers that
+        each run the dataset's iterator into the ring (_iterable.py)."""
+        _arguments.check_counts(num_workers, timeout, prefetch_factor)
+        _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
+        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = _iterable.samplers(batch_size, drop_last)
+        self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
+        self.persistent_workers, self.generator = persistent_workers, generator
+        self.in_order, self.pin_memory_device = in_order, pin_memory_device
+        self.collate_fn = collate_fn  # None reads back as None, as torch's here
+        self.multiprocessing_context = multiprocessing_context
+        self.worker_init_fn, self.device = worker_init_fn, "cpu"
+        self.rank, self.world_size, self.seed = 0, 1, None
+        if held_batches not in _options.SPECS["held_batches"]["choices"]:
+            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
+        options = {
+            # The ring of one worker: its prefetched batches, the one the
+            # trainer holds and the one it waits for.
+            "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
+            "seed": 0, "on_error": "raise", "hang_timeout_s": float(hang_timeout),
+            "max_batch_retries": int(max_batch_retries), "held_batches": held_batches,
+            "pin_memory": bool(pin_memory)}
+        if timeout:
+            options["timeout_s"] = float(timeout)
+        self._backend = _iterable.IterableBackend(options, None)
 
     def _loader_options(self, args, num_workers, max_auto_workers,
                         ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,
@@ -212,8 +252,7 @@ class DataLoader(torch.utils.data.DataLoader):
         if kwargs.get("attach") is not None and cls is DataLoader:
             return super().__new__(DataLoader._attached_class)
         # A dataset the ring does not serve: torch's own loader, said once.
-        reason = _arguments.torch_serves(args[0] if args else kwargs.get("dataset"),
-                                         args, kwargs)
+        reason = _arguments.torch_serves(_SIGNATURE, args, kwargs)
         if reason is not None and DataLoader._fallback_class is not None:
             return super().__new__(DataLoader._fallback_class.class_for(cls, reason))
         return super().__new__(cls)
@@ -226,6 +265,8 @@ class DataLoader(torch.utils.data.DataLoader):
             DataLoader._fallback_class = cls
 
     def __len__(self):
+        if isinstance(self.dataset, torch.utils.data.IterableDataset):
+            return _iterable.loader_len(self)  # torch's (TypeError without len)
         return len(self.batch_sampler)
 
     def set_epoch(self, epoch):
@@ -296,6 +337,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def worker_pids(self):
         return self._backend.worker_pids()
+
+
+_SIGNATURE = inspect.signature(DataLoader.__init__)
 
 
 def _sampler_len(sampler):

@@ -14,6 +14,7 @@ import warnings
 import pytest
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data._utils.collate import default_collate
 from torch.utils.data.dataloader import DataLoader as TorchDataLoader
 
 import ringloader
@@ -232,6 +233,98 @@ def test_a_subclass_of_ours_keeps_its_methods():
     assert loader.epochs() == "own"
     assert_same(list(loader), _batches(TorchDataLoader, Sharded(6), batch_size=3,
                                        num_workers=1)[0])
+
+
+class Slow(IterableDataset):
+    """Large samples, slowly: a worker can be killed in the middle of its stream."""
+
+    def __iter__(self):
+        import time
+        info = get_worker_info()
+        for i in range(40):
+            time.sleep(0.01)
+            yield torch.full((128, 256), float(i * 10 + info.id))
+
+
+def test_batches_are_views_of_the_ring_slot():
+    loader = ringloader.DataLoader(Slow(), batch_size=4, num_workers=2)
+    batch = next(iter(loader))
+    torchs = next(iter(TorchDataLoader(Slow(), batch_size=4, num_workers=2)))
+    assert torch.equal(batch, torchs)
+    # No copy: the batch's storage is the worker's whole slot (its
+    # capacity), not a tensor of the batch's own size.
+    storage_bytes = batch.storage().size() * batch.element_size()
+    assert storage_bytes > batch.numel() * batch.element_size()
+    assert storage_bytes >= _iterable_slot_bytes()
+
+
+def _iterable_slot_bytes():
+    from ringloader import _iterable
+    return _iterable.MAX_BATCH_BYTES
+
+
+def test_a_restarted_worker_refuses_to_replay_its_stream():
+    import signal
+    loader = ringloader.DataLoader(Slow(), batch_size=2, num_workers=2)
+    iterator = iter(loader)
+    # Worker 1 has made a batch (a worker killed before its first task
+    # loses nothing: its replacement starts the stream afresh).
+    seen = [next(iterator), next(iterator)]
+    os.kill(loader.worker_pids()[1], signal.SIGKILL)  # worker 1's stub: it dies too
+    with pytest.raises(RuntimeError, match="IterableDataset worker 1 .* restarted"):
+        for batch in iterator:
+            seen.append(batch)
+    # What came before the error is torch's order: no batch repeated or skipped.
+    torchs = list(itertools.islice(TorchDataLoader(Slow(), batch_size=2, num_workers=2),
+                                   len(seen)))
+    assert_same(seen, torchs)
+
+
+def collate_with_pid(samples):
+    return default_collate(samples), torch.tensor(os.getpid())
+
+
+def test_collate_fn_runs_in_the_workers():
+    kwargs = dict(batch_size=4, num_workers=2, collate_fn=collate_with_pid)
+    ours = _batches(ringloader.DataLoader, Sharded(16), **kwargs)[0]
+    torchs = _batches(TorchDataLoader, Sharded(16), **kwargs)[0]
+    assert_same([b[0] for b in ours], [b[0] for b in torchs])
+    pids = {int(b[1]) for b in ours}
+    assert len(pids) == 2 and os.getpid() not in pids
+
+
+def test_len_is_torchs():
+    class Sized(Sharded):
+        def __len__(self):
+            return self.stop - self.start
+
+    for kwargs in (dict(batch_size=4), dict(batch_size=4, drop_last=True),
+                   dict(batch_size=None)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert len(ringloader.DataLoader(Sized(23), num_workers=2, **kwargs)) == len(
+                TorchDataLoader(Sized(23), num_workers=2, **kwargs))
+    with pytest.raises(TypeError):
+        len(ringloader.DataLoader(Sharded(23), num_workers=2))
+
+
+def test_a_batch_over_the_slot_is_refused_naming_its_size():
+    from ringloader import _iterable
+
+    class Huge(IterableDataset):
+        def __iter__(self):
+            yield torch.zeros(_iterable.MAX_BATCH_BYTES // 4 + 16)
+
+    with pytest.raises(ringloader.OptionError, match=r"needs \d+ bytes"):
+        next(iter(ringloader.DataLoader(Huge(), batch_size=None, num_workers=1)))
+
+
+def test_torchs_argument_errors_for_iterable_datasets():
+    for kwargs in (dict(shuffle=True), dict(sampler=[0, 1]),
+                   dict(batch_sampler=[[0, 1]], batch_size=1)):
+        for loader_class in (TorchDataLoader, ringloader.DataLoader):
+            with pytest.raises(ValueError, match="expected unspecified"):
+                loader_class(Sharded(4), num_workers=2, **kwargs)
 
 
 SCRIPT = """\

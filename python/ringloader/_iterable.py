@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""An IterableDataset through the ring, with torch's semantics.
+
+Each of the ``num_workers`` workers runs its own iterator
+(_iterable_worker.py), with ``get_worker_info()``, seeds and
+``worker_init_fn`` as torch's, collates in the worker and encodes the batch
+into a ring slot (_batch_codec); the trainer decodes it, tensors as views
+of the slot (no copy). A batch belongs to the worker that made it, so each
+worker has a native loader of its own (one-worker pool, its own ring): its
+tasks are an endless streamed order of dummy indices, each meaning "your
+next batch", planned CHUNK_TASKS at a time. The trainer takes batches
+round-robin over the workers, skipping those whose stream ended, which is
+torch's order (``_MultiProcessingDataLoaderIter._next_data``).
+
+Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
+from the loader's generator, the dataset as it is then), or kept with
+``persistent_workers`` (seeded once, a new iterator per epoch).
+
+What torch's own loader serves instead (_torch_fallback.py, see
+``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
+import torch
+from torch.utils.data import BatchSampler, IterableDataset
+from torch.utils.data._utils.collate import default_collate, default_convert
+from torch.utils.data.sampler import Sampler
+
+from . import _batch_codec, _device, _exceptions, _python_workers
+from ._iterable_worker import CHUNK_SPAN, END, EndOfStream
+from ._ringloader import Error, OptionError, WorkerError
+
+CHUNK_TASKS = 4096
+# A slot's bytes: its memfd pages are committed only as a batch writes them.
+MAX_BATCH_BYTES = 64 << 20
+
+
+def fallback_reason(dataset, num_workers, device):
+    """Why torch's own loader serves this IterableDataset, or None."""
+    if not isinstance(dataset, IterableDataset):
+        return None
+    name = type(dataset).__name__
+    try:
+        from torch.utils.data import IterDataPipe
+        if isinstance(dataset, IterDataPipe):
+            return (f"{name} is a DataPipe (torch seeds and shards its graph itself), "
+                    f"which ringloader's ring does not load")
+    except ImportError:
+        pass
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers <= 0:
+        return (f"{name} is an IterableDataset with num_workers={num_workers!r} "
+                f"(no worker processes, so nothing for the ring to carry)")
+    if str(device) != "cpu":
+        return f"{name} is an IterableDataset with device={device!r}, which the ring does not load"
+    return None
+
+
+class InfiniteConstantSampler(Sampler):
+    """What torch's loader shows as ``sampler`` for an IterableDataset."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+def check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last):
+    """torch's checks for an IterableDataset, in torch's words."""
+    for name, value in (("shuffle", shuffle), ("sampler", sampler),
+                        ("batch_sampler", batch_sampler)):
+        if value not in (None, False):
+            raise OptionError(f"DataLoader with IterableDataset: expected unspecified "
+                              f"{name} option, but got {name}={value}")
+    if batch_size is None and drop_last:
+        raise OptionError("batch_size=None option disables auto-batching and is "
+                          "mutually exclusive with drop_last")
+
+
+def samplers(batch_size, drop_last):
+    """(sampler, batch_sampler) as torch's loader shows them."""
+    sampler = InfiniteConstantSampler()
+    return sampler, (None if batch_size is None
+                     else BatchSampler(sampler, batch_size, drop_last))
+
+
+def loader_len(loader):
+    """torch's len() of a loader over an IterableDataset (TypeError
+    without the dataset's own len)."""
+    length = len(loader.dataset)
+    if loader.batch_size is not None:
+        length = length // loader.batch_size if loader.drop_last \
+            else -(-length // loader.batch_size)
+    return length
+
+
+class _StreamWorker(_python_workers.PythonWorkers):
+    """One worker's loader server and native loader: a one-worker pool over
+    one dummy index, slots of MAX_BATCH_BYTES."""
+
+    def __init__(self, dataset, options, stream):
+        # PythonWorkers' fields, set here: its __init__ probes dataset[0].
+        self.options, self.max_pickled_bytes, self.iterated = options, None, True
+        self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
+                      "batch_size": 1, "iterable": stream}
+        self.native = self.batch_structure = None
+        self.payload = self._pickle(dataset)
+        self._start(dataset)
+
+    def _native_shape(self, dataset, batch_structure):
+        return 1, MAX_BATCH_BYTES
+
+    def plan(self, iteration, chunk):
+        """Starts `chunk` of `iteration`: CHUNK_TASKS more batches to make."""
+        self.native.set_order([0] * CHUNK_TASKS)
+        self.native.set_epoch(iteration * CHUNK_SPAN + chunk)
+        self.native.start_epoch()
+
+
+class IterableBackend:
+    """The workers of a loader over an IterableDataset, kept across epochs
+    when persistent; one iterator per epoch (the same object, reset, when
+    persistent, as torch's)."""
+
+    in_ring = True
+    converted = False
+
+    def __init__(self, options, to_device):
+        self._options = dict(options, batch_size=1, num_workers=1, drop_last=False,
+                             shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
+        self._to_device = to_device
+        self._workers = None
+        self._iterator = None
+        self.generation = 0   # iter() calls: an iterator of an older one is stale
+        self._iteration = 0   # of the persistent workers
+
+    @property
+    def native(self):
+        return None
+
+    def iterate(self, loader):
+        self.generation += 1
+        if not loader.persistent_workers or self._workers is None:
+            self._workers = None  # the old servers end before new ones start
+            self._workers = self._start(loader)
+            self._iteration = 0
+        else:
+            self._iteration += 1
+        for worker in self._workers:
+            worker.plan(self._iteration, 0)
+        if not (loader.persistent_workers and self._iterator is not None):
+            self._iterator = IterableIterator(loader, self, self._to_device)
+        self._iterator.restart(self._workers, self._iteration)
+        return self._iterator
+
+    def _start(self, loader):
+        # torch's iterator draws its workers' base seed at creation.
+        base_seed = torch.empty((), dtype=torch.int64).random_(
+            generator=loader.generator).item()
+        collate = loader.collate_fn
+        if collate is None:
+            collate = default_collate if loader.batch_size is not None else default_convert
+        return [_StreamWorker(loader.dataset, self._options, {
+            "worker_id": worker_id, "num_workers": loader.num_workers,
+            "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
+            "collate_fn": collate, "batch_size": loader.batch_size,
+            "drop_last": loader.drop_last}) for worker_id in range(loader.num_workers)]
+
+    def epoch_ended(self, loader):
+        if not loader.persistent_workers:
+            self._workers = None  # as torch's non-persistent workers end
+
+    def set_epoch(self, epoch):
+        pass  # each worker's iterator is the dataset's own
+
+    def state_dict(self, loader):
+        raise OptionError(
+            "ringloader: state_dict() is not supported for an IterableDataset: its "
+            "position lives in each worker's iterator, which cannot be saved or "
+            "replayed (torchdata's StatefulDataLoader saves datasets with state_dict())")
+
+    def load_state_dict(self, loader, state):
+        self.state_dict(loader)
+
+    def stats(self):
+        workers = self._workers or []
+        return {"iterable_workers": [worker.native.stats() for worker in workers]}
+
+    def stats_text(self):
+        workers = self._workers or []
+        return "\n".join(f"worker {n}: {worker.native.stats_text()}"
+                         for n, worker in enumerate(workers))
+
+    def worker_pids(self):
+        workers = self._workers or []
+        return [pid for worker in workers for pid in worker.native.worker_pids()]
+
+
+class IterableIterator:
+    """One epoch: batches round-robin over the workers, skipping those whose
+    stream ended; StopIteration once all have."""
+
+    def __init__(self, loader, backend, to_device):
+        self._loader, self._backend, self._to_device = loader, backend, to_device
+
+    def restart(self, workers, iteration):
+        self._workers, self._iteration = list(workers), iteration
+        self._generation = self._backend.generation
+        self._active = list(range(len(workers)))  # workers whose stream goes on
+        self._chunks = [0] * len(workers)
+        self._turn = 0
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return loader_len(self._loader)
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration  # again and again, as torch's iterator
+        if self._generation != self._backend.generation:
+            raise Error("ringloader: this iterator's epoch was superseded by a later "
+                        "iter(loader) on the same loader: keep one iterator per loader")
+        while self._active:
+            position = self._turn % len(self._active)
+            batch = self._take(self._active[position])
+            if batch is END:
+                del self._active[position]
+                self._turn = position  # the next worker has moved into it
+                continue
+            self._turn = position + 1
+            return batch if self._to_device is None else _device.move_to(batch, self._to_device)
+        self._done, self._workers = True, []
+        self._backend.epoch_ended(self._loader)
+        raise StopIteration
+
+    def _take(self, worker_id):
+        worker = self._workers[worker_id]
+        while True:
+            try:
+                raw = worker.native.next()
+            except WorkerError as error:
+                # The iterator's (or collate_fn's) exception, with its own type.
+                raise _exceptions.from_worker(error) from None
+            if raw is not None:
+                break
+            # This chunk of the worker's endless order is used up: the next.
+            self._chunks[worker_id] += 1
+            worker.plan(self._iteration, self._chunks[worker_id])
+        batch = _batch_codec.decode(raw.data.reshape(-1))
+        return END if isinstance(batch, EndOfStream) else batch

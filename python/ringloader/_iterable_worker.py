@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""An IterableDataset's worker: runs its own iterator, as torch's worker
+does, and writes each collated batch into its ring slot (_batch_codec).
+
+Each worker has a native loader of its own (_iterable.py), so every task
+it is handed means "your next batch": the sample indices are dummies. The
+task's epoch says which iteration and which chunk of it (a streamed order,
+see _iterable.CHUNK_TASKS); a new iteration (persistent workers' next
+epoch) starts a new iterator, as torch's ``_ResumeIteration`` does.
+
+torch's semantics, from torch's own code where it exists: the seeds and
+``get_worker_info()`` of ``_worker_loop``, ``worker_init_fn`` whose
+exception is raised at the first batch, and ``_IterableDatasetFetcher``
+(batching, ``drop_last``, ``collate_fn`` in the worker). The end of the
+stream is a batch of its own, ``END``.
+
+An iterator cannot be replayed: a worker restarted by the pool (the one
+before died or hung) that is handed anything but the first task of an
+iteration fails it, naming the worker, rather than repeat or skip batches.
+"""
+import os
+import random
+import time
+import traceback
+
+# Tasks per chunk of one iteration's streamed order; a task's epoch is
+# iteration * CHUNK_SPAN + chunk.
+CHUNK_SPAN = 1 << 20
+
+
+class EndOfStream:
+    """The batch a worker publishes once its iterator is exhausted."""
+
+    def __reduce__(self):
+        return (_end, ())
+
+
+def _end():
+    return END
+
+
+END = EndOfStream()
+
+
+def _seed(base_seed, worker_id):
+    """torch's _worker_loop: random and torch from base_seed + id, numpy
+    from torch's _generate_state."""
+    import torch
+    from torch.utils.data._utils import worker as torch_worker
+    seed = base_seed + worker_id
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+        np.random.seed(torch_worker._generate_state(base_seed, worker_id))
+    except ImportError:
+        pass
+    return seed
+
+
+class _Stream:
+    """One worker's iterations of the dataset (torch's worker loop)."""
+
+    def __init__(self, config):
+        from torch.utils.data._utils import worker as torch_worker
+        self.config = stream = config["iterable"]
+        self.dataset = config["dataset"]
+        self.worker_id = stream["worker_id"]
+        seed = _seed(stream["base_seed"], self.worker_id)
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
+            dataset=self.dataset)
+        self.fetcher = self.init_error = None
+        self.iteration = None
+        self.ended = False
+        try:
+            if stream["worker_init_fn"] is not None:
+                stream["worker_init_fn"](self.worker_id)
+            self._new_fetcher()
+        except Exception as error:  # noqa: BLE001  (raised at the first batch, as torch)
+            self.init_error = (error, traceback.format_exc())
+
+    def _new_fetcher(self):
+        from torch.utils.data._utils.fetch import _IterableDatasetFetcher
+        stream = self.config
+        self.ended = False
+        self.fetcher = _IterableDatasetFetcher(
+            self.dataset, stream["batch_size"] is not None, stream["collate_fn"],
+            stream["drop_last"])
+
+    def begin(self, iteration):
+        """The iteration a task belongs to; a later one restarts the iterator."""
+        if self.iteration is None:
+            self.iteration = iteration
+        elif iteration > self.iteration:
+            self.iteration = iteration
+            if self.init_error is None:
+                self._new_fetcher()
+
+    def next_batch(self):
+        """The next collated batch, or END."""
+        if self.init_error is not None:
+            error, self.init_error = self.init_error, None
+            raise error[0]
+        if self.ended:
+            return END
+        size = self.config["batch_size"]
+        try:
+            return self.fetcher.fetch(None if size is None else [None] * size)
+        except StopIteration:
+            self.ended = True
+            return END
+
+
+def _restarted_message(worker_id, chunk, index):
+    return (f"ringloader: IterableDataset worker {worker_id} (pid {os.getpid()}) was "
+            f"restarted after the one before it died or hung, and was handed batch "
+            f"{chunk * CHUNK_SPAN + index} of its stream: an iterator cannot be "
+            f"replayed, so going on would repeat or skip batches. Start a new epoch "
+            f"with iter(loader)")
+
+
+def serve(index, server_pid, config, ring_fd):
+    """Worker `config["iterable"]["worker_id"]`'s life (`index` is its slot
+    in its own one-worker pool): fills batches until the trainer shuts down."""
+    import torch
+    torch.set_num_threads(1)
+    from ringloader import _batch_codec, _ringloader
+    from ringloader._exceptions import failure_message
+    stream = _Stream(config)
+    endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
+    parent_pid, worker_id, fresh = config["parent_pid"], stream.worker_id, True
+    while True:
+        task = endpoint.next_task()
+        if task is None:
+            return 0
+        iteration, chunk = divmod(task.epoch, CHUNK_SPAN)
+        started = time.perf_counter()
+        try:
+            if fresh and (chunk, task.index) != (0, 0):
+                raise RuntimeError(_restarted_message(worker_id, chunk, task.index))
+            fresh = False
+            stream.begin(iteration)
+            endpoint.heartbeat(task.index)
+            batch = END if iteration < stream.iteration else stream.next_batch()
+            slot = endpoint.slot(task)
+            try:
+                _batch_codec.encode_into(batch, slot)
+            except _batch_codec.TooBig as error:
+                raise _too_big(error, worker_id) from None
+            finally:
+                del slot
+        except Exception as error:  # noqa: BLE001  (re-raised in the trainer with its type)
+            endpoint.fail(task, -1, failure_message(
+                error, traceback.format_exc(), worker_id, None, parent_pid))
+            continue
+        endpoint.add_times(0.0, time.perf_counter() - started)
+        endpoint.publish(task)
+
+
+def _too_big(error, worker_id):
+    from ringloader._ringloader import OptionError
+    return OptionError(
+        f"ringloader: IterableDataset worker {worker_id}: a batch needs "
+        f"{error.needed} bytes, over the slot's {error.capacity}; raise "
+        f"DataLoader(max_batch_bytes=...)")
