@@ -23,7 +23,7 @@ from torch.utils.data import BatchSampler, IterableDataset
 from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
-from . import _batch_codec, _device, _exceptions, _python_workers
+from . import _batch_codec, _exceptions, _python_workers
 from ._iterable_worker import CHUNK_SPAN, END, EndOfStream
 from ._ringloader import Error, OptionError, WorkerError
 
@@ -94,11 +94,12 @@ def loader_len(loader):
 
 class _StreamWorker(_python_workers.PythonWorkers):
     """One worker's loader server and native loader: a one-worker pool over
-    one dummy index, slots of MAX_BATCH_BYTES."""
+    one dummy index, slots of `slot_bytes`."""
 
-    def __init__(self, dataset, options, stream):
+    def __init__(self, dataset, options, stream, slot_bytes):
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
+        self.slot_bytes = slot_bytes
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
         self.native = self.batch_structure = None
@@ -106,7 +107,7 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self._start(dataset)
 
     def _native_shape(self, dataset, batch_structure):
-        return 1, MAX_BATCH_BYTES
+        return 1, self.slot_bytes
 
     def plan(self, iteration, chunk):
         """Starts `chunk` of `iteration`: CHUNK_TASKS more batches to make."""
@@ -123,10 +124,16 @@ class IterableBackend:
     in_ring = True
     converted = False
 
-    def __init__(self, options, to_device):
+    def __init__(self, dataset, options, max_batch_bytes):
+        self._dataset = dataset
+        if max_batch_bytes is None:
+            max_batch_bytes = MAX_BATCH_BYTES
+        if int(max_batch_bytes) < _batch_codec.HEADER_BYTES:
+            raise OptionError(f"ringloader: max_batch_bytes must be at least "
+                              f"{_batch_codec.HEADER_BYTES}, got {max_batch_bytes}")
+        self._slot_bytes = int(max_batch_bytes)
         self._options = dict(options, batch_size=1, num_workers=1, drop_last=False,
                              shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
-        self._to_device = to_device
         self._workers = None
         self._iterator = None
         self.generation = 0   # iter() calls: an iterator of an older one is stale
@@ -147,7 +154,7 @@ class IterableBackend:
         for worker in self._workers:
             worker.plan(self._iteration, 0)
         if not (loader.persistent_workers and self._iterator is not None):
-            self._iterator = IterableIterator(loader, self, self._to_device)
+            self._iterator = IterableIterator(loader, self)
         self._iterator.restart(self._workers, self._iteration)
         return self._iterator
 
@@ -162,14 +169,19 @@ class IterableBackend:
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
             "collate_fn": collate, "batch_size": loader.batch_size,
-            "drop_last": loader.drop_last}) for worker_id in range(loader.num_workers)]
+            "drop_last": loader.drop_last}, self._slot_bytes)
+            for worker_id in range(loader.num_workers)]
 
     def epoch_ended(self, loader):
         if not loader.persistent_workers:
             self._workers = None  # as torch's non-persistent workers end
 
     def set_epoch(self, epoch):
-        pass  # each worker's iterator is the dataset's own
+        """Passed on to the dataset if it has set_epoch (WebDataset, Hugging
+        Face streaming): workers started by the next iter() see it
+        (persistent ones keep the copy they started with, as torch's)."""
+        if hasattr(self._dataset, "set_epoch"):
+            self._dataset.set_epoch(epoch)
 
     def state_dict(self, loader):
         raise OptionError(
@@ -198,8 +210,8 @@ class IterableIterator:
     """One epoch: batches round-robin over the workers, skipping those whose
     stream ended; StopIteration once all have."""
 
-    def __init__(self, loader, backend, to_device):
-        self._loader, self._backend, self._to_device = loader, backend, to_device
+    def __init__(self, loader, backend):
+        self._loader, self._backend = loader, backend
 
     def restart(self, workers, iteration):
         self._workers, self._iteration = list(workers), iteration
@@ -229,7 +241,7 @@ class IterableIterator:
                 self._turn = position  # the next worker has moved into it
                 continue
             self._turn = position + 1
-            return batch if self._to_device is None else _device.move_to(batch, self._to_device)
+            return batch
         self._done, self._workers = True, []
         self._backend.epoch_ended(self._loader)
         raise StopIteration

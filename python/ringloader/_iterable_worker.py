@@ -85,8 +85,8 @@ class _Stream:
         stream = self.config
         self.ended = False
         self.fetcher = _IterableDatasetFetcher(
-            self.dataset, stream["batch_size"] is not None, stream["collate_fn"],
-            stream["drop_last"])
+            self.dataset, stream["batch_size"] is not None,
+            _private_output(stream["collate_fn"]), stream["drop_last"])
 
     def begin(self, iteration):
         """The iteration a task belongs to; a later one restarts the iterator."""
@@ -110,6 +110,25 @@ class _Stream:
         except StopIteration:
             self.ended = True
             return END
+
+
+def _private_output(collate_fn):
+    """torch's own collates stack into shared memory when they see
+    get_worker_info() (for torch's queue); the slot is shared already, so
+    they run without it here (a copy into the slot instead of a shm file,
+    its page faults and its unmap per batch). Other collates see it."""
+    from torch.utils.data._utils import collate
+    from torch.utils.data._utils import worker as torch_worker
+    if collate_fn not in (collate.default_collate, collate.default_convert):
+        return collate_fn
+
+    def private(data):
+        info, torch_worker._worker_info = torch_worker._worker_info, None
+        try:
+            return collate_fn(data)
+        finally:
+            torch_worker._worker_info = info
+    return private
 
 
 def _restarted_message(worker_id, chunk, index):

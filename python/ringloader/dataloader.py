@@ -77,6 +77,14 @@ class DataLoader(torch.utils.data.DataLoader):
     ringloader's own (Philox keyed by seed and epoch), not torch's generator.
     Passing a ``DistributedSampler`` as ``sampler`` works as with torch.
 
+    ``IterableDataset`` (docs/drop_in.md): each worker runs its own
+    iterator, with torch's ``get_worker_info()``, seeds, ``worker_init_fn``
+    and ``collate_fn`` in the worker; batches come round-robin over the
+    workers, as torch's, as views of the ring. ``max_batch_bytes`` caps
+    one batch (Default: 64 MiB). ``num_workers=0``, DataPipes and a
+    ``device`` get torch's own DataLoader (said in a warning).
+    ``state_dict()`` is refused.
+
     ``state_dict()`` / ``load_state_dict()`` save and restore the position
     between batches (like torchdata's StatefulDataLoader): a fresh loader
     with the same configuration goes on with the remaining batches of the
@@ -114,7 +122,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  device=_options.default("device"), device_normalize=None,
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
-                 attach=None, in_order=True):
+                 attach=None, in_order=True, max_batch_bytes=None):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
         if isinstance(dataset, torch.utils.data.IterableDataset):  # see _iterable.py
@@ -122,7 +130,8 @@ class DataLoader(torch.utils.data.DataLoader):
                                 num_workers, collate_fn, pin_memory, drop_last, timeout,
                                 worker_init_fn, multiprocessing_context, generator,
                                 prefetch_factor, persistent_workers, pin_memory_device,
-                                hang_timeout, max_batch_retries, held_batches, in_order)
+                                hang_timeout, max_batch_retries, held_batches, in_order,
+                                max_batch_bytes)
             return
         args = _arguments.resolve(
             dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
@@ -166,9 +175,12 @@ class DataLoader(torch.utils.data.DataLoader):
                        num_workers, collate_fn, pin_memory, drop_last, timeout,
                        worker_init_fn, multiprocessing_context, generator,
                        prefetch_factor, persistent_workers, pin_memory_device,
-                       hang_timeout, max_batch_retries, held_batches, in_order):
+                       hang_timeout, max_batch_retries, held_batches, in_order,
+                       max_batch_bytes):
         """An IterableDataset's loader: torch's attributes, and workers that
-        each run the dataset's iterator into the ring (_iterable.py)."""
+        each run the dataset's iterator into the ring (_iterable.py).
+        ``max_batch_bytes``: the most bytes one encoded batch may take
+        (Default: 64 MiB; pages are committed only as batches touch them)."""
         _arguments.check_counts(num_workers, timeout, prefetch_factor)
         _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
         self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
@@ -192,7 +204,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "pin_memory": bool(pin_memory)}
         if timeout:
             options["timeout_s"] = float(timeout)
-        self._backend = _iterable.IterableBackend(options, None)
+        self._backend = _iterable.IterableBackend(dataset, options, max_batch_bytes)
 
     def _loader_options(self, args, num_workers, max_auto_workers,
                         ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,

@@ -156,6 +156,26 @@ def test_epochs_with_and_without_persistent_workers(persistent):
     assert_same(ours[1], torchs[1])
 
 
+class Epochs(IterableDataset):
+    """WebDataset's and Hugging Face's convention: set_epoch reshuffles."""
+
+    def __init__(self):
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        info = get_worker_info()
+        return iter(range(self.epoch * 100 + info.id, self.epoch * 100 + 6, info.num_workers))
+
+
+def test_set_epoch_reaches_the_dataset_of_the_next_workers():
+    loader = ringloader.DataLoader(Epochs(), batch_size=None, num_workers=2)
+    loader.set_epoch(3)
+    assert [int(x) for x in loader] == [300, 301, 302, 303, 304, 305]
+
+
 def test_worker_info_and_seeds_are_torchs():
     kwargs = dict(num_workers=2, batch_size=None)
     ours = _batches(ringloader.DataLoader, SeedsAndDraws(),
@@ -308,15 +328,20 @@ def test_len_is_torchs():
         len(ringloader.DataLoader(Sharded(23), num_workers=2))
 
 
-def test_a_batch_over_the_slot_is_refused_naming_its_size():
-    from ringloader import _iterable
+class Growing(IterableDataset):
+    def __iter__(self):
+        yield torch.zeros(1000)
+        yield torch.zeros(300_000)  # 1.2 MB
 
-    class Huge(IterableDataset):
-        def __iter__(self):
-            yield torch.zeros(_iterable.MAX_BATCH_BYTES // 4 + 16)
 
-    with pytest.raises(ringloader.OptionError, match=r"needs \d+ bytes"):
-        next(iter(ringloader.DataLoader(Huge(), batch_size=None, num_workers=1)))
+def test_a_batch_over_max_batch_bytes_is_refused_naming_its_size():
+    loader = ringloader.DataLoader(Growing(), batch_size=None, num_workers=1,
+                                   max_batch_bytes=1 << 20)
+    iterator = iter(loader)
+    assert torch.equal(next(iterator), torch.zeros(1000))
+    with pytest.raises(ringloader.OptionError,
+                       match=r"worker 0: a batch needs 1200\d+ bytes, over .* 1048576"):
+        next(iterator)
 
 
 def test_torchs_argument_errors_for_iterable_datasets():
