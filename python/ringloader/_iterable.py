@@ -24,12 +24,18 @@ from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
 from . import _batch_codec, _exceptions, _python_workers
-from ._iterable_worker import CHUNK_SPAN, END, EndOfStream
+from ._iterable_worker import CHUNK_SPAN, END, EndOfStream, Piece
 from ._ringloader import Error, OptionError, WorkerError
 
 CHUNK_TASKS = 4096
-# A slot's bytes: its memfd pages are committed only as a batch writes them.
-MAX_BATCH_BYTES = 64 << 20
+# A batch that fills less than 1/this of its slot is copied out of it (see
+# IterableIterator._decoded); above, it stays a view of the slot (no copy),
+# and keeping it costs at most this many times its bytes once spilled.
+COPY_BELOW_FRACTION = 4
+# A slot's bytes (its memfd pages are committed only as batches write
+# them). A batch that fits is handed over as views of the slot; a larger
+# one travels in pieces, one per slot, joined here (one copy).
+SLOT_BYTES = 16 << 20
 
 
 def fallback_reason(dataset, num_workers, device):
@@ -126,12 +132,10 @@ class IterableBackend:
 
     def __init__(self, dataset, options, max_batch_bytes):
         self._dataset = dataset
-        if max_batch_bytes is None:
-            max_batch_bytes = MAX_BATCH_BYTES
-        if int(max_batch_bytes) < _batch_codec.HEADER_BYTES:
-            raise OptionError(f"ringloader: max_batch_bytes must be at least "
-                              f"{_batch_codec.HEADER_BYTES}, got {max_batch_bytes}")
-        self._slot_bytes = int(max_batch_bytes)
+        if max_batch_bytes is not None and int(max_batch_bytes) <= 0:
+            raise OptionError(f"ringloader: max_batch_bytes must be > 0 or None, "
+                              f"got {max_batch_bytes}")
+        self._max_batch_bytes = None if max_batch_bytes is None else int(max_batch_bytes)
         self._options = dict(options, batch_size=1, num_workers=1, drop_last=False,
                              shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
         self._workers = None
@@ -169,7 +173,8 @@ class IterableBackend:
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
             "collate_fn": collate, "batch_size": loader.batch_size,
-            "drop_last": loader.drop_last}, self._slot_bytes)
+            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes},
+            SLOT_BYTES)
             for worker_id in range(loader.num_workers)]
 
     def epoch_ended(self, loader):
@@ -247,6 +252,27 @@ class IterableIterator:
         raise StopIteration
 
     def _take(self, worker_id):
+        """Worker `worker_id`'s next batch (or END), joined from its pieces
+        when it was larger than a slot."""
+        batch = self._decoded(worker_id)
+        if not isinstance(batch, Piece):
+            return batch
+        whole = torch.empty(batch.total, dtype=torch.uint8)
+        expected = 0
+        while True:
+            if not isinstance(batch, Piece) or batch.index != expected \
+                    or batch.start + batch.data.numel() > whole.numel():
+                raise _batch_codec.CorruptBatch(
+                    f"ringloader: IterableDataset worker {worker_id} sent piece "
+                    f"{getattr(batch, 'index', batch)!r} where piece {expected} was due")
+            whole[batch.start:batch.start + batch.data.numel()] = batch.data
+            expected += 1
+            if expected == batch.count:
+                return _batch_codec.decode(whole)
+            batch = self._decoded(worker_id)
+
+    def _decoded(self, worker_id):
+        """What worker `worker_id`'s next slot holds, decoded."""
         worker = self._workers[worker_id]
         while True:
             try:
@@ -259,5 +285,12 @@ class IterableIterator:
             # This chunk of the worker's endless order is used up: the next.
             self._chunks[worker_id] += 1
             worker.plan(self._iteration, self._chunks[worker_id])
-        batch = _batch_codec.decode(raw.data.reshape(-1))
+        slot = raw.data.reshape(-1)
+        used = _batch_codec.encoded_end(slot)
+        if used * COPY_BELOW_FRACTION < slot.numel():
+            # A kept batch is spilled whole (the slot's bytes, not its own):
+            # one that fills little of its slot is copied out instead, so
+            # keeping it costs its own size, as with torch.
+            slot = slot[:used].clone()
+        batch = _batch_codec.decode(slot)
         return END if isinstance(batch, EndOfStream) else batch

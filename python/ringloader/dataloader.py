@@ -81,7 +81,7 @@ class DataLoader(torch.utils.data.DataLoader):
     iterator, with torch's ``get_worker_info()``, seeds, ``worker_init_fn``
     and ``collate_fn`` in the worker; batches come round-robin over the
     workers, as torch's, as views of the ring. ``max_batch_bytes`` caps
-    one batch (Default: 64 MiB). ``num_workers=0``, DataPipes and a
+    one batch (Default: None, no cap). ``num_workers=0``, DataPipes and a
     ``device`` get torch's own DataLoader (said in a warning).
     ``state_dict()`` is refused.
 
@@ -180,7 +180,7 @@ class DataLoader(torch.utils.data.DataLoader):
         """An IterableDataset's loader: torch's attributes, and workers that
         each run the dataset's iterator into the ring (_iterable.py).
         ``max_batch_bytes``: the most bytes one encoded batch may take
-        (Default: 64 MiB; pages are committed only as batches touch them)."""
+        (Default: None, no cap)."""
         _arguments.check_counts(num_workers, timeout, prefetch_factor)
         _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
         self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout

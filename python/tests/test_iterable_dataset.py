@@ -266,21 +266,27 @@ class Slow(IterableDataset):
             yield torch.full((128, 256), float(i * 10 + info.id))
 
 
-def test_batches_are_views_of_the_ring_slot():
-    loader = ringloader.DataLoader(Slow(), batch_size=4, num_workers=2)
-    batch = next(iter(loader))
-    torchs = next(iter(TorchDataLoader(Slow(), batch_size=4, num_workers=2)))
-    assert torch.equal(batch, torchs)
-    # No copy: the batch's storage is the worker's whole slot (its
-    # capacity), not a tensor of the batch's own size.
-    storage_bytes = batch.storage().size() * batch.element_size()
-    assert storage_bytes > batch.numel() * batch.element_size()
-    assert storage_bytes >= _iterable_slot_bytes()
+class Frames(IterableDataset):
+    """768 KiB samples: a batch of 8 fills over a quarter of a slot."""
+
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(16):
+            yield torch.full((3, 256, 256), float(i * 10 + info.id))
 
 
-def _iterable_slot_bytes():
+def test_large_batches_are_views_of_the_ring_slot_small_ones_copies():
     from ringloader import _iterable
-    return _iterable.MAX_BATCH_BYTES
+    loader = ringloader.DataLoader(Frames(), batch_size=8, num_workers=2)
+    batch = next(iter(loader))
+    assert torch.equal(batch, next(iter(TorchDataLoader(Frames(), batch_size=8,
+                                                        num_workers=2))))
+    # No copy: the batch's storage is the worker's whole slot.
+    assert batch.storage().size() * batch.element_size() >= _iterable.SLOT_BYTES
+    # A batch that fills little of its slot is copied out (keeping it then
+    # costs its own bytes, not a slot's).
+    small = next(iter(ringloader.DataLoader(Frames(), batch_size=1, num_workers=2)))
+    assert small.storage().size() * small.element_size() < _iterable.SLOT_BYTES // 4
 
 
 def test_a_restarted_worker_refuses_to_replay_its_stream():
@@ -329,18 +335,29 @@ def test_len_is_torchs():
 
 
 class Growing(IterableDataset):
+    """Batches from a few bytes to several slots' worth (a slot is 16 MiB)."""
+
     def __iter__(self):
-        yield torch.zeros(1000)
-        yield torch.zeros(300_000)  # 1.2 MB
+        info = get_worker_info()
+        for n, numel in enumerate((1000, 300_000, 3_000_000, 10_000_000, 20)):
+            yield {"x": torch.arange(numel, dtype=torch.float32) + info.id,
+                   "name": f"batch {n}", "big": torch.full((numel // 2,), n)}
+
+
+def test_batches_of_any_size_travel_without_a_byte_budget():
+    # 120 MB batches: several slots each, joined in the trainer.
+    kwargs = dict(batch_size=None, num_workers=2)
+    ours = _batches(ringloader.DataLoader, Growing(), **kwargs)[0]
+    assert_same(ours, _batches(TorchDataLoader, Growing(), **kwargs)[0])
 
 
 def test_a_batch_over_max_batch_bytes_is_refused_naming_its_size():
     loader = ringloader.DataLoader(Growing(), batch_size=None, num_workers=1,
                                    max_batch_bytes=1 << 20)
     iterator = iter(loader)
-    assert torch.equal(next(iterator), torch.zeros(1000))
+    assert next(iterator)["name"] == "batch 0"
     with pytest.raises(ringloader.OptionError,
-                       match=r"worker 0: a batch needs 1200\d+ bytes, over .* 1048576"):
+                       match=r"worker 0: a batch needs \d+ bytes, over max_batch_bytes=1048576"):
         next(iterator)
 
 
