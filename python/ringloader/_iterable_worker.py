@@ -71,6 +71,7 @@ class _Stream:
             id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
             dataset=self.dataset)
         self.fetcher = self.init_error = None
+        self.heartbeat = None  # the endpoint's, once it exists
         self.iteration = None
         self.ended = False
         try:
@@ -87,6 +88,7 @@ class _Stream:
         self.fetcher = _IterableDatasetFetcher(
             self.dataset, stream["batch_size"] is not None,
             _private_output(stream["collate_fn"]), stream["drop_last"])
+        self.fetcher.dataset_iter = _Beating(self.fetcher.dataset_iter, self)
 
     def begin(self, iteration):
         """The iteration a task belongs to; a later one restarts the iterator."""
@@ -110,6 +112,24 @@ class _Stream:
         except StopIteration:
             self.ended = True
             return END
+
+
+class _Beating:
+    """The dataset's iterator, with a heartbeat before each item: the pool
+    judges a worker hung after hang_timeout seconds on one item (as on one
+    sample of a map-style dataset), not on one whole batch."""
+
+    def __init__(self, iterator, stream):
+        self.iterator, self.stream, self.items = iterator, stream, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.stream.heartbeat is not None:
+            self.stream.heartbeat(self.items)
+        self.items += 1
+        return next(self.iterator)
 
 
 def _private_output(collate_fn):
@@ -148,6 +168,7 @@ def serve(index, server_pid, config, ring_fd):
     from ringloader._exceptions import failure_message
     stream = _Stream(config)
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
+    stream.heartbeat = endpoint.heartbeat
     parent_pid, worker_id, fresh = config["parent_pid"], stream.worker_id, True
     pieces = []  # the rest of a batch larger than a slot, one per task
     while True:

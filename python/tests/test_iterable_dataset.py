@@ -310,6 +310,22 @@ def collate_with_pid(samples):
     return default_collate(samples), torch.tensor(os.getpid())
 
 
+class Patient(IterableDataset):
+    """Items 0.4 s apart: a batch of 8 takes longer than hang_timeout."""
+
+    def __iter__(self):
+        import time
+        for i in range(8):
+            time.sleep(0.4)
+            yield i
+
+
+def test_a_slow_stream_is_not_judged_hung_while_items_come():
+    loader = ringloader.DataLoader(Patient(), batch_size=8, num_workers=1,
+                                   hang_timeout=1.5)
+    assert [batch.tolist() for batch in loader] == [list(range(8))]
+
+
 def test_collate_fn_runs_in_the_workers():
     kwargs = dict(batch_size=4, num_workers=2, collate_fn=collate_with_pid)
     ours = _batches(ringloader.DataLoader, Sharded(16), **kwargs)[0]
