@@ -6,6 +6,11 @@ get_worker_info(), default collate. Interleaved rounds; prints each
 loader's samples/s (median of the rounds) and ringloader / torch.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/iterable_bench.py
+
+``--keep torch|ringloader`` instead keeps every batch of 320 samples of
+588 KiB (batch 16: list(loader)) and prints the trainer's resident
+memory: what keeping batches costs (run once per loader, each in a
+fresh process).
 """
 import argparse
 import statistics
@@ -42,11 +47,27 @@ def samples_per_s(loader):
     return count / (time.perf_counter() - start)
 
 
+def kept_rss(which, workers):
+    import ringloader
+    loader_class = TorchDataLoader if which == "torch" else ringloader.DataLoader
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = list(loader_class(Synthetic(320, (3, 224, 224)), batch_size=16,
+                                 num_workers=workers))
+    with open("/proc/self/status") as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    print(f"{which}: {len(kept)} batches of 16 x 588 KiB kept, trainer RSS "
+          f"{rss // 1024} MiB")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--keep", choices=("torch", "ringloader"))
     args = parser.parse_args()
+    if args.keep:
+        return kept_rss(args.keep, args.workers)
     import ringloader
     cases = [("small (1024 float32, 4 KiB)", (1024,), 20000, 64),
              ("large (3x224x224 float32, 588 KiB)", (3, 224, 224), 1200, 16)]
