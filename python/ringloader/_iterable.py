@@ -24,18 +24,13 @@ from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
 from . import _batch_codec, _exceptions, _python_workers
-from ._iterable_worker import CHUNK_SPAN, END, EndOfStream, Piece
+from ._iterable_worker import CHUNK_SPAN, END, EndOfStream
+from . import _ringloader
 from ._ringloader import Error, OptionError, WorkerError
 
 CHUNK_TASKS = 4096
-# A batch that fills less than 1/this of its slot is copied out of it (see
-# IterableIterator._decoded); above, it stays a view of the slot (no copy),
-# and keeping it costs at most this many times its bytes once spilled.
-COPY_BELOW_FRACTION = 4
-# A slot's bytes (its memfd pages are committed only as batches write
-# them). A batch that fits is handed over as views of the slot; a larger
-# one travels in pieces, one per slot, joined here (one copy).
-SLOT_BYTES = 16 << 20
+# A slot's virtual size must fit an off_t and the address space.
+_MAX_BATCH_BYTES = 1 << 40
 
 
 def fallback_reason(dataset, num_workers, device):
@@ -100,20 +95,27 @@ def loader_len(loader):
 
 class _StreamWorker(_python_workers.PythonWorkers):
     """One worker's loader server and native loader: a one-worker pool over
-    one dummy index, slots of `slot_bytes`."""
+    one dummy index; a slot holds one encoded batch of up to max_batch_bytes
+    (virtually: pages are committed as written)."""
 
-    def __init__(self, dataset, options, stream, slot_bytes):
+    def __init__(self, dataset, options, stream):
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
-        self.slot_bytes = slot_bytes
+        self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
         self.native = self.batch_structure = None
+        self.encoded_start = 0
         self.payload = self._pickle(dataset)
         self._start(dataset)
 
-    def _native_shape(self, dataset, batch_structure):
-        return 1, self.slot_bytes
+    def _plan_size(self, dataset):
+        return 1
+
+    def _geometry(self, batch_structure):
+        # Never pinned whole: pinning would commit the virtual slots.
+        return (_batch_codec.slot_bytes(0, self.batching["max_batch_bytes"]),
+                dict(self.options, pin_memory=False))
 
     def plan(self, iteration, chunk):
         """Starts `chunk` of `iteration`: CHUNK_TASKS more batches to make."""
@@ -130,12 +132,12 @@ class IterableBackend:
     in_ring = True
     converted = False
 
-    def __init__(self, dataset, options, max_batch_bytes):
-        self._dataset = dataset
-        if max_batch_bytes is not None and int(max_batch_bytes) <= 0:
-            raise OptionError(f"ringloader: max_batch_bytes must be > 0 or None, "
-                              f"got {max_batch_bytes}")
-        self._max_batch_bytes = None if max_batch_bytes is None else int(max_batch_bytes)
+    def __init__(self, dataset, options, max_batch_bytes, pin):
+        self._dataset, self._pin = dataset, pin
+        if not 1 <= int(max_batch_bytes) <= _MAX_BATCH_BYTES:
+            raise OptionError(f"ringloader: max_batch_bytes must be in [1, "
+                              f"{_MAX_BATCH_BYTES}], got {max_batch_bytes}")
+        self._max_batch_bytes = int(max_batch_bytes)
         self._options = dict(options, batch_size=1, num_workers=1, drop_last=False,
                              shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
         self._workers = None
@@ -158,7 +160,7 @@ class IterableBackend:
         for worker in self._workers:
             worker.plan(self._iteration, 0)
         if not (loader.persistent_workers and self._iterator is not None):
-            self._iterator = IterableIterator(loader, self)
+            self._iterator = IterableIterator(loader, self, self._pin)
         self._iterator.restart(self._workers, self._iteration)
         return self._iterator
 
@@ -173,8 +175,7 @@ class IterableBackend:
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
             "collate_fn": collate, "batch_size": loader.batch_size,
-            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes},
-            SLOT_BYTES)
+            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes})
             for worker_id in range(loader.num_workers)]
 
     def epoch_ended(self, loader):
@@ -215,8 +216,8 @@ class IterableIterator:
     """One epoch: batches round-robin over the workers, skipping those whose
     stream ended; StopIteration once all have."""
 
-    def __init__(self, loader, backend):
-        self._loader, self._backend = loader, backend
+    def __init__(self, loader, backend, pin):
+        self._loader, self._backend, self._pin = loader, backend, pin
 
     def restart(self, workers, iteration):
         self._workers, self._iteration = list(workers), iteration
@@ -246,33 +247,16 @@ class IterableIterator:
                 self._turn = position  # the next worker has moved into it
                 continue
             self._turn = position + 1
+            if self._pin:  # as torch's pin_memory thread does, here
+                from torch.utils.data._utils.pin_memory import pin_memory
+                return pin_memory(batch)
             return batch
         self._done, self._workers = True, []
         self._backend.epoch_ended(self._loader)
         raise StopIteration
 
     def _take(self, worker_id):
-        """Worker `worker_id`'s next batch (or END), joined from its pieces
-        when it was larger than a slot."""
-        batch = self._decoded(worker_id)
-        if not isinstance(batch, Piece):
-            return batch
-        whole = torch.empty(batch.total, dtype=torch.uint8)
-        expected = 0
-        while True:
-            if not isinstance(batch, Piece) or batch.index != expected \
-                    or batch.start + batch.data.numel() > whole.numel():
-                raise _batch_codec.CorruptBatch(
-                    f"ringloader: IterableDataset worker {worker_id} sent piece "
-                    f"{getattr(batch, 'index', batch)!r} where piece {expected} was due")
-            whole[batch.start:batch.start + batch.data.numel()] = batch.data
-            expected += 1
-            if expected == batch.count:
-                return _batch_codec.decode(whole)
-            batch = self._decoded(worker_id)
-
-    def _decoded(self, worker_id):
-        """What worker `worker_id`'s next slot holds, decoded."""
+        """Worker `worker_id`'s next batch, or END."""
         worker = self._workers[worker_id]
         while True:
             try:
@@ -286,11 +270,8 @@ class IterableIterator:
             self._chunks[worker_id] += 1
             worker.plan(self._iteration, self._chunks[worker_id])
         slot = raw.data.reshape(-1)
-        used = _batch_codec.encoded_end(slot)
-        if used * COPY_BELOW_FRACTION < slot.numel():
-            # A kept batch is spilled whole (the slot's bytes, not its own):
-            # one that fills little of its slot is copied out instead, so
-            # keeping it costs its own size, as with torch.
-            slot = slot[:used].clone()
+        # The slot is virtually max_batch_bytes large: its storage is cut to
+        # what the batch uses, so a kept batch's spill copies that only.
+        _ringloader.trim_storage(slot, _batch_codec.encoded_end(slot))
         batch = _batch_codec.decode(slot)
         return END if isinstance(batch, EndOfStream) else batch

@@ -170,7 +170,6 @@ def serve(index, server_pid, config, ring_fd):
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     stream.heartbeat = endpoint.heartbeat
     parent_pid, worker_id, fresh = config["parent_pid"], stream.worker_id, True
-    pieces = []  # the rest of a batch larger than a slot, one per task
     while True:
         task = endpoint.next_task()
         if task is None:
@@ -181,22 +180,15 @@ def serve(index, server_pid, config, ring_fd):
             if fresh and (chunk, task.index) != (0, 0):
                 raise RuntimeError(_restarted_message(worker_id, chunk, task.index))
             fresh = False
-            if stream.iteration is not None and iteration > stream.iteration:
-                pieces = []  # a new epoch: the old one's batch is moot
             stream.begin(iteration)
             endpoint.heartbeat(task.index)
+            batch = END if iteration < stream.iteration else stream.next_batch()
             slot = endpoint.slot(task)
             try:
-                if pieces:
-                    _encode(pieces.pop(0), slot)
-                else:
-                    batch = END if iteration < stream.iteration else stream.next_batch()
-                    pieces = _encode_or_split(batch, slot, stream.config["max_batch_bytes"],
-                                              worker_id)
+                _encode(batch, slot, worker_id)
             finally:
                 del slot
         except Exception as error:  # noqa: BLE001  (re-raised in the trainer with its type)
-            pieces = []
             endpoint.fail(task, -1, failure_message(
                 error, traceback.format_exc(), worker_id, None, parent_pid))
             continue
@@ -204,62 +196,16 @@ def serve(index, server_pid, config, ring_fd):
         endpoint.publish(task)
 
 
-class Piece:
-    """Part `index` of `count` of an encoded batch of `total` bytes too
-    large for one slot: `data` (uint8) goes at byte `start`."""
-
-    def __init__(self, index, count, total, start, data):
-        self.index, self.count, self.total = index, count, total
-        self.start, self.data = start, data
-
-
-# A piece's slot also holds the codec's header and the piece's pickle.
-PIECE_OVERHEAD = 4096
-
-
-def _encode(obj, slot):
+def _encode(batch, slot, worker_id):
+    """Into the slot: virtually max_batch_bytes large, its pages committed
+    as written and given back when a later batch is much smaller (the
+    codec's release_tail), so no batch needs a byte budget below the cap."""
     from ringloader import _batch_codec
-    return _batch_codec.encode_into(obj, slot)
-
-
-def _encode_or_split(batch, slot, max_batch_bytes, worker_id):
-    """Encodes `batch` into `slot`; returns [] or, when it does not fit,
-    writes its first Piece there and returns the rest (the trainer joins
-    them: one copy, for such batches only). No byte budget is needed."""
-    import numpy as np
-    import torch
-    from ringloader import _batch_codec
-    try:
-        end = _encode(batch, slot)
-        if max_batch_bytes is not None and end > max_batch_bytes:
-            raise _too_big(end, max_batch_bytes, worker_id)
-        return []
-    except _batch_codec.TooBig as error:
-        size = max(2 * error.needed, 2 * len(slot))
-    while True:  # TooBig names the first field that did not fit, not the total
-        if max_batch_bytes is not None and size > 2 * max_batch_bytes:
-            size = 2 * max_batch_bytes  # enough to learn whether it is over the cap
-        whole = np.empty(size, dtype=np.uint8)
-        try:
-            total = _batch_codec.encode_into(batch, memoryview(whole))
-            break
-        except _batch_codec.TooBig as error:
-            if max_batch_bytes is not None and size >= 2 * max_batch_bytes:
-                raise _too_big(error.needed, max_batch_bytes, worker_id) from None
-            size = max(2 * error.needed, 2 * size)
-    if max_batch_bytes is not None and total > max_batch_bytes:
-        raise _too_big(total, max_batch_bytes, worker_id)
-    step = len(slot) - PIECE_OVERHEAD
-    count = -(-total // step)
-    data = torch.from_numpy(whole[:total])
-    pieces = [Piece(n, count, total, n * step, data[n * step:(n + 1) * step])
-              for n in range(count)]
-    _encode(pieces[0], slot)
-    return pieces[1:]
-
-
-def _too_big(needed, cap, worker_id):
     from ringloader._ringloader import OptionError
-    return OptionError(
-        f"ringloader: IterableDataset worker {worker_id}: a batch needs "
-        f"{needed} bytes, over max_batch_bytes={cap}")
+    try:
+        _batch_codec.encode_into(batch, slot)
+    except _batch_codec.TooBig as error:
+        raise OptionError(
+            f"ringloader: IterableDataset worker {worker_id}: a batch needs at least "
+            f"{error.needed} bytes in its ring slot, over the {error.capacity} bytes "
+            f"of DataLoader(max_batch_bytes=...); raise it") from None
