@@ -226,6 +226,10 @@ class IterableIterator:
         self._chunks = [0] * len(workers)
         self._turn = 0
         self._done = False
+        # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
+        # native loader handed out that reached us, and why we cannot go on.
+        self._received = [worker.native.batches_handed_out() for worker in workers]
+        self._lost = None
 
     def __iter__(self):
         return self
@@ -239,6 +243,8 @@ class IterableIterator:
         if self._generation != self._backend.generation:
             raise Error("ringloader: this iterator's epoch was superseded by a later "
                         "iter(loader) on the same loader: keep one iterator per loader")
+        if self._lost is not None:
+            raise Error(self._lost)
         while self._active:
             position = self._turn % len(self._active)
             batch = self._take(self._active[position])
@@ -264,14 +270,30 @@ class IterableIterator:
             except WorkerError as error:
                 # The iterator's (or collate_fn's) exception, with its own type.
                 raise _exceptions.from_worker(error) from None
+            except BaseException:
+                # A signal (Ctrl-C) in the instant after the native call
+                # returned drops its batch: going on would skip it.
+                if worker.native.batches_handed_out() != self._received[worker_id]:
+                    self._lost = _exceptions.dropped_by_signal(
+                        (self._iteration, f"{self._received[worker_id]} of worker {worker_id}"),
+                        "start a new epoch with iter(loader)")
+                raise
             if raw is not None:
                 break
             # This chunk of the worker's endless order is used up: the next.
             self._chunks[worker_id] += 1
             worker.plan(self._iteration, self._chunks[worker_id])
-        slot = raw.data.reshape(-1)
-        # The slot is virtually max_batch_bytes large: its storage is cut to
-        # what the batch uses, so a kept batch's spill copies that only.
-        _ringloader.trim_storage(slot, _batch_codec.encoded_end(slot))
-        batch = _batch_codec.decode(slot)
+        self._received[worker_id] += 1
+        try:
+            slot = raw.data.reshape(-1)
+            # The slot is virtually max_batch_bytes large: its storage is cut
+            # to what the batch uses (header included, so a batch put back is
+            # read again), so a kept batch's spill copies that only.
+            _ringloader.trim_storage(slot, _batch_codec.encoded_end(slot))
+            batch = _batch_codec.decode(slot)
+        except BaseException as error:
+            if not isinstance(error, Exception):  # Ctrl-C: the next next() has it
+                worker.native.put_back(raw)
+                self._received[worker_id] -= 1
+            raise
         return END if isinstance(batch, EndOfStream) else batch

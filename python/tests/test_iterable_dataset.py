@@ -156,6 +156,19 @@ def test_epochs_with_and_without_persistent_workers(persistent):
     assert_same(ours[1], torchs[1])
 
 
+def test_a_persistent_epoch_left_half_way_then_a_whole_one():
+    def run(loader_class):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loader = loader_class(Sharded(30), batch_size=2, num_workers=2,
+                                  persistent_workers=True)
+            first = list(itertools.islice(loader, 3))
+            return first, list(loader)
+    ours, torchs = run(ringloader.DataLoader), run(TorchDataLoader)
+    assert_same(ours[0], torchs[0])
+    assert_same(ours[1], torchs[1])
+
+
 class Epochs(IterableDataset):
     """WebDataset's and Hugging Face's convention: set_epoch reshuffles."""
 
@@ -307,6 +320,25 @@ def test_a_restarted_worker_refuses_to_replay_its_stream():
     torchs = list(itertools.islice(TorchDataLoader(Slow(), batch_size=2, num_workers=2),
                                    len(seen)))
     assert_same(seen, torchs)
+
+
+def test_ctrl_c_while_a_batch_is_handed_over_loses_nothing(monkeypatch):
+    from ringloader import _batch_codec
+    decode, calls = _batch_codec.decode, []
+
+    def interrupted_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(_batch_codec, "decode", interrupted_once)
+    iterator = iter(ringloader.DataLoader(Sharded(20), batch_size=3, num_workers=2))
+    got = [next(iterator), next(iterator)]
+    with pytest.raises(KeyboardInterrupt):
+        next(iterator)
+    got.extend(iterator)  # the same iterator goes on, the batch put back
+    assert_same(got, _batches(TorchDataLoader, Sharded(20), batch_size=3, num_workers=2)[0])
 
 
 def collate_with_pid(samples):
