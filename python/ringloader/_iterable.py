@@ -24,7 +24,7 @@ from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
 from . import _batch_codec, _exceptions, _python_workers
-from ._iterable_worker import CHUNK_SPAN, END, EndOfStream
+from ._iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
 from . import _ringloader
 from ._ringloader import Error, OptionError, WorkerError
 
@@ -93,6 +93,19 @@ def loader_len(loader):
     return length
 
 
+def _stateful(dataset):
+    return callable(getattr(dataset, "state_dict", None)) and \
+        callable(getattr(dataset, "load_state_dict", None))
+
+
+def _check_stateful(dataset):
+    if not _stateful(dataset):
+        raise OptionError(
+            "ringloader: state_dict() needs an IterableDataset with state_dict() and "
+            "load_state_dict() (torchdata's convention): its position lives in each "
+            "worker's iterator, which cannot be saved or replayed otherwise")
+
+
 class _StreamWorker(_python_workers.PythonWorkers):
     """One worker's loader server and native loader: a one-worker pool over
     one dummy index; a slot holds one encoded batch of up to max_batch_bytes
@@ -144,6 +157,7 @@ class IterableBackend:
         self._iterator = None
         self.generation = 0   # iter() calls: an iterator of an older one is stale
         self._iteration = 0   # of the persistent workers
+        self._resume = None   # a loaded position, for the next iter()
 
     @property
     def native(self):
@@ -151,9 +165,10 @@ class IterableBackend:
 
     def iterate(self, loader):
         self.generation += 1
-        if not loader.persistent_workers or self._workers is None:
+        resume, self._resume = self._resume, None
+        if not loader.persistent_workers or self._workers is None or resume is not None:
             self._workers = None  # the old servers end before new ones start
-            self._workers = self._start(loader)
+            self._workers = self._start(loader, resume)
             self._iteration = 0
         else:
             self._iteration += 1
@@ -161,10 +176,10 @@ class IterableBackend:
             worker.plan(self._iteration, 0)
         if not (loader.persistent_workers and self._iterator is not None):
             self._iterator = IterableIterator(loader, self, self._pin)
-        self._iterator.restart(self._workers, self._iteration)
+        self._iterator.restart(self._workers, self._iteration, resume)
         return self._iterator
 
-    def _start(self, loader):
+    def _start(self, loader, resume):
         # torch's iterator draws its workers' base seed at creation.
         base_seed = torch.empty((), dtype=torch.int64).random_(
             generator=loader.generator).item()
@@ -175,7 +190,9 @@ class IterableBackend:
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
             "collate_fn": collate, "batch_size": loader.batch_size,
-            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes})
+            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
+            "stateful": _stateful(loader.dataset),
+            "resume": None if resume is None else resume["worker_states"][worker_id]})
             for worker_id in range(loader.num_workers)]
 
     def epoch_ended(self, loader):
@@ -190,13 +207,30 @@ class IterableBackend:
             self._dataset.set_epoch(epoch)
 
     def state_dict(self, loader):
-        raise OptionError(
-            "ringloader: state_dict() is not supported for an IterableDataset: its "
-            "position lives in each worker's iterator, which cannot be saved or "
-            "replayed (torchdata's StatefulDataLoader saves datasets with state_dict())")
+        """The position between batches, for a dataset with state_dict() and
+        load_state_dict() (torchdata's convention): each worker's dataset
+        state after the last batch taken from it, and the round-robin turn."""
+        _check_stateful(loader.dataset)
+        state = {"iterable_dataset": True, "num_workers": loader.num_workers,
+                 "in_progress": False}
+        if self._iterator is not None and self._iterator.in_progress:
+            state.update(self._iterator.position(), in_progress=True)
+        return state
 
     def load_state_dict(self, loader, state):
-        self.state_dict(loader)
+        """The next iter() goes on from `state` (state_dict() of a loader with
+        the same dataset and number of workers), with new workers."""
+        _check_stateful(loader.dataset)
+        if not isinstance(state, dict) or not state.get("iterable_dataset"):
+            raise OptionError("ringloader: not the state_dict() of a loader over an "
+                              "IterableDataset")
+        if state["num_workers"] != loader.num_workers:
+            raise OptionError(f"ringloader: the state was saved with num_workers="
+                              f"{state['num_workers']}, this loader has "
+                              f"{loader.num_workers}: an IterableDataset's streams are "
+                              f"per worker")
+        self._resume = state if state["in_progress"] else None
+        self._workers = None if state["in_progress"] else self._workers
 
     def stats(self):
         workers = self._workers or []
@@ -219,13 +253,17 @@ class IterableIterator:
     def __init__(self, loader, backend, pin):
         self._loader, self._backend, self._pin = loader, backend, pin
 
-    def restart(self, workers, iteration):
+    def restart(self, workers, iteration, resume=None):
         self._workers, self._iteration = list(workers), iteration
         self._generation = self._backend.generation
         self._active = list(range(len(workers)))  # workers whose stream goes on
         self._chunks = [0] * len(workers)
         self._turn = 0
         self._done = False
+        self._states = [None] * len(workers)  # each dataset's after its last batch
+        if resume is not None:
+            self._active, self._turn = list(resume["active"]), int(resume["turn"])
+            self._states = list(resume["worker_states"])
         # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
         # native loader handed out that reached us, and why we cannot go on.
         self._received = [worker.native.batches_handed_out() for worker in workers]
@@ -236,6 +274,14 @@ class IterableIterator:
 
     def __len__(self):
         return loader_len(self._loader)
+
+    @property
+    def in_progress(self):
+        return not self._done
+
+    def position(self):
+        return {"worker_states": list(self._states), "active": list(self._active),
+                "turn": self._turn}
 
     def __next__(self):
         if self._done:
@@ -296,4 +342,7 @@ class IterableIterator:
                 worker.native.put_back(raw)
                 self._received[worker_id] -= 1
             raise
+        if isinstance(batch, Snapshot):
+            self._states[worker_id] = batch.state
+            batch = batch.batch
         return END if isinstance(batch, EndOfStream) else batch

@@ -42,6 +42,15 @@ def _end():
 END = EndOfStream()
 
 
+class Snapshot:
+    """A batch with the dataset's ``state_dict()`` taken right after it
+    (torchdata's convention): what a saved position resumes each worker's
+    stream from."""
+
+    def __init__(self, batch, state):
+        self.batch, self.state = batch, state
+
+
 def _seed(base_seed, worker_id):
     """torch's _worker_loop: random and torch from base_seed + id, numpy
     from torch's _generate_state."""
@@ -77,6 +86,8 @@ class _Stream:
         try:
             if stream["worker_init_fn"] is not None:
                 stream["worker_init_fn"](self.worker_id)
+            if stream.get("resume") is not None:  # a saved position (torchdata's way)
+                self.dataset.load_state_dict(stream["resume"])
             self._new_fetcher()
         except Exception as error:  # noqa: BLE001  (raised at the first batch, as torch)
             self.init_error = (error, traceback.format_exc())
@@ -108,10 +119,13 @@ class _Stream:
             return END
         size = self.config["batch_size"]
         try:
-            return self.fetcher.fetch(None if size is None else [None] * size)
+            batch = self.fetcher.fetch(None if size is None else [None] * size)
         except StopIteration:
             self.ended = True
             return END
+        if self.config.get("stateful"):
+            return Snapshot(batch, self.dataset.state_dict())
+        return batch
 
 
 class _Beating:

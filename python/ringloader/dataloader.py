@@ -98,7 +98,8 @@ class DataLoader(torch.utils.data.DataLoader):
     workers, as torch's, as views of the ring (``max_batch_bytes`` as
     above). ``num_workers=0``, DataPipes and a
     ``device`` get torch's own DataLoader (said in a warning).
-    ``state_dict()`` is refused.
+    ``state_dict()`` needs a dataset with ``state_dict()`` and
+    ``load_state_dict()`` (torchdata's convention).
 
     ``state_dict()`` / ``load_state_dict()`` save and restore the position
     between batches (like torchdata's StatefulDataLoader): a fresh loader
