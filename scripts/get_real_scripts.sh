@@ -5,7 +5,11 @@
 #   - torchvision 0.14.1's references/ (BSD-3-Clause, its LICENSE kept beside
 #     them), from Debian's pytorch-vision source package: the source Debian's
 #     python3-torchvision (the torchvision we test with) is built from;
-#   - pycocotools from PyPI, pinned, into a --target folder.
+#   - pycocotools from PyPI, pinned, into a --target folder;
+#   - tqdm and dill from PyPI (Pytorch-NCE's example needs them), pinned.
+# Stonesjtu/Pytorch-NCE's example (the text script) is on no registry: a
+# checkout of the commit the test names, at $CACHE/src/pytorch-nce, is used
+# where present.
 # Both go to ~/.cache/ringloader ($RINGLOADER_CACHE); the tests find them
 # there and skip, naming this script, without them. Safe to re-run: does
 # nothing when both are present. Needs Debian's and PyPI's registries only;
@@ -13,6 +17,8 @@
 set -euo pipefail
 CACHE="${RINGLOADER_CACHE:-$HOME/.cache/ringloader}"
 PYCOCOTOOLS_VERSION=2.0.11
+TQDM_VERSION=4.70.1
+DILL_VERSION=0.4.1
 VISION=vision-0.14.1
 mkdir -p "$CACHE/src"
 
@@ -39,4 +45,10 @@ if [ ! -d "$CACHE/pycocotools-py311/pycocotools" ]; then
   /usr/bin/python3 -m pip install -q --no-deps --target "$CACHE/pycocotools-py311" \
     "pycocotools==$PYCOCOTOOLS_VERSION"
   echo "get_real_scripts: pycocotools $PYCOCOTOOLS_VERSION in $CACHE/pycocotools-py311"
+fi
+
+if [ ! -d "$CACHE/nce-deps-py311/tqdm" ]; then
+  /usr/bin/python3 -m pip install -q --no-deps --target "$CACHE/nce-deps-py311" \
+    "tqdm==$TQDM_VERSION" "dill==$DILL_VERSION"
+  echo "get_real_scripts: tqdm $TQDM_VERSION, dill $DILL_VERSION in $CACHE/nce-deps-py311"
 fi

@@ -19,13 +19,15 @@ from the worker seed, ringloader per sample, and with such data neither
 draw shows in the losses, which must then be the same line for line.
 """
 import os
+import shutil
 import sys
 import textwrap
 
 import pytest
 
-from unchanged_scripts_variable import (SEEDED, detection_lines, pycocotools_path, run,
-                                        torchvision_references)
+from unchanged_scripts_variable import (NCE_COMMIT, REPORTING, SEEDED, detection_lines,
+                                        nce_dependencies, nce_log_lines, pycocotools_path,
+                                        pytorch_nce, run, torchvision_references)
 
 SOURCE = os.environ.get("RINGLOADER_SOURCE_DIR",
                         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -245,3 +247,73 @@ def test_token_sequence_pattern_trains_identically(tmp_path):
     assert theirs.splitlines()[-1] == "loader torch.utils.data.dataloader"
     assert ours.splitlines()[-1] == "loader ringloader.dataloader"
     assert theirs.splitlines()[:-1] == ours.splitlines()[:-1]
+
+
+def test_pytorch_nce_language_model_trains_identically(tmp_path):
+    """Stonesjtu/Pytorch-NCE's example/main.py: PTB sentences of 1..74 words,
+    ``pad_sequence`` in its collate, shuffled, in process (its num_workers
+    is commented out). Its data module imports the class as
+    ``from torch.utils.data.dataloader import DataLoader``."""
+    root = pytorch_nce()
+    if root is None:
+        pytest.skip(f"Stonesjtu/Pytorch-NCE@{NCE_COMMIT[:7]} not checked out at "
+                    "~/.cache/ringloader/src/pytorch-nce (on no package registry)")
+    dependencies = nce_dependencies()
+    if dependencies is None:
+        pytest.skip("tqdm and dill not installed (scripts/get_real_scripts.sh "
+                    "installs them from PyPI)")
+    with open(os.path.join(root, "example", "data", "penn", "valid.txt")) as f:
+        sentences = f.read().splitlines(True)
+    outputs = {}
+    for swap in (False, True):
+        work = tmp_path / ("ringloader" if swap else "torch")
+        shutil.copytree(os.path.join(root, "example"), work,
+                        ignore=shutil.ignore_patterns("data", "log", "saved_model"))
+        for folder in ("log", "saved_model", "data"):
+            (work / folder).mkdir()
+        # 1010 sentences: NCE's AliasMultinomial asserts that its float32
+        # noise distribution sums to 1 within 1e-9, which holds for this
+        # cut's vocabulary (not for every cut).
+        (work / "data" / "train.txt").write_text("".join(sentences[:1010]))
+        (work / "data" / "valid.txt").write_text("".join(sentences[1010:1210]))
+        (work / "data" / "test.txt").write_text("".join(sentences[1210:1310]))
+        (work / "report.py").write_text(REPORTING)
+        _, err = run(["report.py", "main.py", "--train", "--data", "data", "--epochs", "1",
+                      "--emsize", "32", "--nhid", "32", "--batch-size", "20",
+                      "--log-interval", "5", "--save", "run"],
+                     work, swap=swap, extra_path=[root, dependencies])
+        outputs[swap] = (err, nce_log_lines(work / "log" / "run.log"))
+    assert "loader torch.utils.data.dataloader" in outputs[False][0]
+    assert "loader ringloader.dataloader" in outputs[True][0]
+    losses = [line for line in outputs[False][1] if "| loss" in line]
+    assert len(losses) == 10 and "test ppl" in outputs[False][1][-1]
+    assert outputs[True][1] == outputs[False][1]
+
+
+SUBMODULE_IMPORT = textwrap.dedent("""
+    import pickle
+    import torch.utils.data
+    import torch.utils.data.dataloader as module
+    from torch.utils.data.dataloader import DataLoader, _DatasetKind
+    loader = DataLoader(list(range(10)), batch_size=4)
+    print(DataLoader.__module__, module.DataLoader is torch.utils.data.DataLoader,
+          [batch.tolist() for batch in loader])
+    # torch's own DataLoader keeps working (its __setattr__ reads the name
+    # DataLoader in its module), as do torch's other names there.
+    Torch = DataLoader.__mro__[1] if DataLoader.__module__ != module.__name__ else DataLoader
+    plain = Torch(list(range(4)), batch_size=2)
+    plain.extra = 1
+    print([batch.tolist() for batch in plain], pickle.loads(pickle.dumps(_DatasetKind)).__name__)
+""")
+
+
+def test_dataloader_imported_from_its_module_is_swapped(tmp_path):
+    """``from torch.utils.data.dataloader import DataLoader`` (Pytorch-NCE,
+    and many scripts) got torch's loader under ``python -m ringloader``."""
+    (tmp_path / "script.py").write_text(SUBMODULE_IMPORT)
+    theirs, _ = run(["script.py"], tmp_path, swap=False)
+    ours, _ = run(["script.py"], tmp_path, swap=True)
+    batches = "[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]"
+    assert theirs.splitlines()[0] == f"torch.utils.data.dataloader True {batches}"
+    assert ours.splitlines()[0] == f"ringloader.dataloader True {batches}"
+    assert theirs.splitlines()[1] == ours.splitlines()[1] == "[[0, 1], [2, 3]] _DatasetKind"

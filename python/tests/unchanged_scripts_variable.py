@@ -39,6 +39,33 @@ def torchvision_references():
     return None
 
 
+# Stonesjtu/Pytorch-NCE (MIT): example/main.py, a PTB language model whose
+# DataLoader pads sentences of any length with pad_sequence. On no package
+# registry (PyPI's pytorch-nce holds the nce package only): a checkout of
+# this commit at CACHE/src/pytorch-nce is used where present.
+NCE_COMMIT = "1fae107a92e24e39f25dd69b766806709c70d414"
+
+
+def pytorch_nce():
+    """The Pytorch-NCE checkout (its example/ and data/penn), or None."""
+    root = os.path.join(CACHE, "src", "pytorch-nce")
+    needed = ("example/main.py", "example/data/penn/valid.txt", "nce/nce_loss.py")
+    return root if all(os.path.exists(os.path.join(root, n)) for n in needed) else None
+
+
+def nce_dependencies():
+    """The folder holding tqdm and dill for Pytorch-NCE ("" when they import
+    as they are), or None."""
+    try:
+        import dill  # noqa: F401
+        import tqdm  # noqa: F401
+        return ""
+    except ImportError:
+        pass
+    target = os.path.join(CACHE, "nce-deps-py311")
+    return target if os.path.isdir(os.path.join(target, "tqdm")) else None
+
+
 def pycocotools_path():
     """"" when pycocotools imports as is, the cached --target folder where it
     was installed there, or None."""
@@ -64,6 +91,22 @@ def run(args, cwd, swap, extra_path=(), timeout=600):
                           timeout=timeout, env=environment(*extra_path))
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout, done.stderr
+
+
+REPORTING = """\
+import os, runpy, sys
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+found = runpy.run_path(sys.argv[0], run_name="__main__")
+print("loader", type(found["corpus"].train).__module__, file=sys.stderr)
+"""
+
+
+def nce_log_lines(path):
+    """Pytorch-NCE's log file without its timestamps and logger name."""
+    with open(path) as f:
+        return [re.sub(r"time: *[0-9.]+s", "time", line.split(" - ", 2)[2])
+                for line in f.read().splitlines() if " - " in line]
 
 
 # Fields of the references' MetricLogger lines that time the run.
