@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/trainer/loader_impl.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -415,6 +416,10 @@ LoaderStats Loader::Impl::stats() const {
   stats.workers = pool_ ? pool_->live_workers() : 0;
   stats.ring_slots = options_.ring_slots;
   stats.ring_bytes = ring_->bytes();
+  struct stat ring_file {};
+  if (fstat(ring_->fd(), &ring_file) == 0) {
+    stats.ring_resident_bytes = static_cast<size_t>(ring_file.st_blocks) * 512;
+  }
   stats.ring_pinned = pin_.pinned();
   stats.device_batches = device_ ? device_->batches() : 0;
   // Workers write these counters: summed unsigned, a garbage one makes a

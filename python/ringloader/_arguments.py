@@ -31,11 +31,22 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     rank, world_size, seed, sharded, mix, native_shuffle."""
     out = types.SimpleNamespace(shuffle=shuffle, auto_workers=_check_counts(
         num_workers, timeout, prefetch_factor))
-    out.source, out.target_transform = _source(dataset, native, worker_init_fn)
+    # Unbatched loading hands out samples as the dataset makes them: a
+    # torchvision dataset then stays in Python workers.
+    out.source, out.target_transform = _source(
+        dataset, native and (batch_size is not None or batch_sampler is not None),
+        worker_init_fn)
+    if batch_size is None and batch_sampler is None and decoded_in_cpp(dataset):
+        raise OptionError("ringloader: batch_size=None (unbatched loading) needs a "
+                          "Python dataset; ringloader.datasets make whole batches")
     _check_dataset(dataset, multiprocessing_context)
     custom = batch_sampler is not None and _batches.is_custom(batch_sampler)
     out.batch_size, sampler, out.drop_last = _batching(
         batch_size, shuffle, sampler, batch_sampler, drop_last)
+    # batch_size=None (torch's unbatched loading): the plan's batches hold
+    # one sample each; torch shows no batch_sampler then.
+    out.unbatched = out.batch_size is None
+    out.slot_batch_size = 1 if out.unbatched else out.batch_size
     _check_modes(on_error, out.auto_workers, out.source)
     out.sharded = distributed or rank is not None or world_size is not None
     if out.sharded and sampler is not None:
@@ -49,14 +60,15 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     out.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
     out.sampler, out.native_shuffle, out.mix = _sampler(dataset, out, shuffle, sampler,
                                                         generator)
-    out.batch_sampler = (batch_sampler if custom
-                         else BatchSampler(out.sampler, out.batch_size, out.drop_last))
+    out.index_batches = (batch_sampler if custom
+                         else BatchSampler(out.sampler, out.slot_batch_size, out.drop_last))
+    out.batch_sampler = None if out.unbatched else out.index_batches
     # The C++ sampler makes the order itself (no set_order per epoch).
     builtin = (out.sharded or out.mix is not None
                or type(out.sampler) is SequentialSampler) and not custom
     # A sampler with no len (an endless generator) is drawn chunk by chunk.
     out.order = Order(builtin=builtin, custom_batches=custom,
-                      streamed=not builtin and not _stream.has_len(out.batch_sampler))
+                      streamed=not builtin and not _stream.has_len(out.index_batches))
     return out
 
 
@@ -117,9 +129,9 @@ def _batching(batch_size, shuffle, sampler, batch_sampler, drop_last):
         else:
             sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size
             drop_last = batch_sampler.drop_last
-    elif batch_size is None:
-        raise OptionError("ringloader: batch_size=None (unbatched loading) "
-                          "is not supported; batches fill ring slots")
+    elif batch_size is None and drop_last:
+        raise OptionError("batch_size=None option disables auto-batching "
+                          "and is mutually exclusive with drop_last")
     if sampler is not None and shuffle:
         raise OptionError("sampler option is mutually exclusive with shuffle")
     return batch_size, sampler, drop_last
@@ -152,7 +164,8 @@ def _sampler(dataset, out, shuffle, sampler, generator):
         sampler = ShardSampler(len(dataset), {
             "shuffle": bool(shuffle), "seed": out.seed, "rank": out.rank,
             "world_size": out.world_size}, mix=mix,
-            batching={"batch_size": int(out.batch_size), "drop_last": bool(out.drop_last)})
+            batching={"batch_size": int(out.slot_batch_size),
+                      "drop_last": bool(out.drop_last)})
     elif sampler is None:
         sampler = (RandomSampler(dataset, generator=generator)
                    if shuffle and not native_shuffle else SequentialSampler(dataset))
