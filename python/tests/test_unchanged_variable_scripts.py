@@ -17,6 +17,10 @@ The photos are mirror-symmetric, boxes too, so the references' default
 RandomHorizontalFlip changes nothing: torch draws the flips in its workers
 from the worker seed, ringloader per sample, and with such data neither
 draw shows in the losses, which must then be the same line for line.
+For the detection reference both sides also get contiguous images (see
+SEEDED_CONTIGUOUS: ringloader does not keep a worker's tensor strides yet,
+test_custom_collate_keeps_tensor_strides, and the model's rounding depends
+on them).
 """
 import os
 import shutil
@@ -25,8 +29,8 @@ import textwrap
 
 import pytest
 
-from unchanged_scripts_variable import (NCE_COMMIT, REPORTING, SEEDED, detection_lines,
-                                        nce_dependencies, nce_log_lines, pycocotools_path,
+from unchanged_scripts_variable import (NCE_COMMIT, REPORTING, SEEDED_CONTIGUOUS,
+                                        detection_lines, nce_dependencies, nce_log_lines, pycocotools_path,
                                         pytorch_nce, run, torchvision_references)
 
 SOURCE = os.environ.get("RINGLOADER_SOURCE_DIR",
@@ -53,7 +57,10 @@ def test_torchvision_detection_reference_trains_identically(tmp_path):
         pytest.skip("pycocotools not installed (scripts/get_real_scripts.sh "
                     "installs it from PyPI)")
     make_coco(tmp_path / "coco", train=6, val=2)
-    (tmp_path / "seeded.py").write_text(SEEDED)
+    # Both sides get contiguous images from pil_to_tensor: see
+    # SEEDED_CONTIGUOUS (the one difference left; without it the lines
+    # differ from the 2nd step's 4th decimal on).
+    (tmp_path / "seeded.py").write_text(SEEDED_CONTIGUOUS)
     args = ["seeded.py", os.path.join(references, "detection", "train.py"),
             "--data-path", "coco", "--model", "ssdlite320_mobilenet_v3_large",
             "--device", "cpu", "--epochs", "1", "-b", "2", "--workers", "2",
@@ -317,3 +324,32 @@ def test_dataloader_imported_from_its_module_is_swapped(tmp_path):
     assert theirs.splitlines()[0] == f"torch.utils.data.dataloader True {batches}"
     assert ours.splitlines()[0] == f"ringloader.dataloader True {batches}"
     assert theirs.splitlines()[1] == ours.splitlines()[1] == "[[0, 1], [2, 3]] _DatasetKind"
+
+
+class ChannelsLastView:
+    """What PILToTensor gives: an HWC buffer seen as CHW."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        import torch
+        return torch.arange(60.).reshape(4, 5, 3).permute(2, 0, 1) + index
+
+
+def keep_as_list(batch):
+    return list(batch)
+
+
+@pytest.mark.xfail(strict=True, reason="ringloader writes custom-collated tensors contiguous; "
+                   "torch keeps the strides the worker made (and channels_last)")
+def test_custom_collate_keeps_tensor_strides():
+    import torch
+    import ringloader
+    strides = {}
+    for cls in (torch.utils.data.DataLoader, ringloader.DataLoader):
+        batch = next(iter(cls(ChannelsLastView(), batch_size=2, num_workers=2,
+                              collate_fn=keep_as_list)))
+        strides[cls] = [t.stride() for t in batch]
+    assert strides[torch.utils.data.DataLoader] == [(1, 15, 3)] * 2
+    assert strides[ringloader.DataLoader] == strides[torch.utils.data.DataLoader]
