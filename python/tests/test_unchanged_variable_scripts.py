@@ -257,7 +257,7 @@ def test_token_sequence_pattern_trains_identically(tmp_path):
 
 
 def test_pytorch_nce_language_model_trains_identically(tmp_path):
-    """Stonesjtu/Pytorch-NCE's example/main.py: PTB sentences of 1..74 words,
+    """Stonesjtu/Pytorch-NCE's example/main.py: PTB sentences of 2..70 words,
     ``pad_sequence`` in its collate, shuffled, in process (its num_workers
     is commented out). Its data module imports the class as
     ``from torch.utils.data.dataloader import DataLoader``."""
