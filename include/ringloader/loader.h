@@ -81,6 +81,10 @@ struct RINGLOADER_EXPORT LoaderStats {
   int workers = 0;
   int ring_slots = 0;
   size_t ring_bytes = 0;
+  // Of ring_bytes, the pages actually allocated: less when slots are sized
+  // virtually (a Python dataset's slots hold batches of any size, and
+  // commit memory as batches are written into them).
+  size_t ring_resident_bytes = 0;
   bool ring_pinned = false;   // cudaHostRegister succeeded
   int64_t device_batches = 0; // batches copied to a GPU
   int64_t skipped_samples = 0; // bad samples replaced (OnError::kSkip)

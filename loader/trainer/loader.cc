@@ -73,12 +73,12 @@ std::string LoaderStats::to_string() const {
       "  workers (summed over %d): read %.2f s, decode %.2f s, transform "
       "%.2f s, wait for slot %.2f s (%.1f us/sample in decode+transform)\n"
       "  trainer stall waiting for data: %.2f s (%.1f%% of wall time)\n"
-      "  ring: %d slots, %.1f MiB",
+      "  ring: %d slots, %.1f MiB (%.1f MiB resident)",
       static_cast<long long>(batches), static_cast<long long>(samples), wall_s,
       wall_s > 0 ? samples / wall_s : 0.0, workers, read_s, decode_s,
       transform_s, slot_wait_s, (decode_s + transform_s) * per_sample,
       trainer_wait_s, wall_s > 0 ? 100.0 * trainer_wait_s / wall_s : 0.0,
-      ring_slots, ring_bytes / 1048576.0);
+      ring_slots, ring_bytes / 1048576.0, ring_resident_bytes / 1048576.0);
   std::string out = text;
   if (skipped_samples || worker_restarts || redone_batches) {
     out += "\n  faults: " + std::to_string(skipped_samples) +

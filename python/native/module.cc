@@ -111,6 +111,7 @@ py::dict stats_dict(const LoaderStats& stats) {
   out["workers"] = stats.workers;
   out["ring_slots"] = stats.ring_slots;
   out["ring_bytes"] = stats.ring_bytes;
+  out["ring_resident_bytes"] = stats.ring_resident_bytes;
   out["skipped_samples"] = stats.skipped_samples;
   out["worker_restarts"] = stats.worker_restarts;
   out["redone_batches"] = stats.redone_batches;
@@ -270,6 +271,18 @@ PYBIND11_MODULE(_ringloader, module) {
   // native mix's description.
   module.def("mix_choose", &mix_counts, py::arg("sizes"),
              py::arg("weights"), py::arg("epoch_size"));
+  // A Python dataset's slot is virtually large: its raw batch's storage is
+  // cut to the bytes the batch uses, so a spill copies those (held_batches.cc).
+  module.def("trim_storage", [](py::handle tensor, uint64_t nbytes) {
+    if (!is_tensor(tensor)) throw OptionError("ringloader: trim_storage takes a tensor");
+    c10::StorageImpl* storage = unwrap_tensor(tensor).storage().unsafeGetStorageImpl();
+    if (nbytes > storage->nbytes()) {
+      throw OptionError("ringloader: trim_storage: " + std::to_string(nbytes) +
+                        " bytes is more than the storage's " +
+                        std::to_string(storage->nbytes()));
+    }
+    storage->set_nbytes(static_cast<size_t>(nbytes));
+  }, py::arg("tensor"), py::arg("nbytes"));
   module.def("merge_states", [](const py::list& states) {
     return state_to_dict(LoaderState::merge(states_from_list(states)));
   }, py::arg("states"));

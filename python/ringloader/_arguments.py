@@ -12,7 +12,7 @@ import types
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from . import _batches, _native_datasets, _stream
+from . import _batches, _iterable, _native_datasets, _stream
 from ._backend import Order
 from ._distributed import ShardSampler, resolve_rank
 from ._ringloader import OptionError
@@ -29,13 +29,24 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     """The checked arguments, as a namespace: shuffle, auto_workers, source,
     target_transform, batch_size, drop_last, sampler, batch_sampler, order,
     rank, world_size, seed, sharded, mix, native_shuffle."""
-    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=_check_counts(
+    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=check_counts(
         num_workers, timeout, prefetch_factor))
-    out.source, out.target_transform = _source(dataset, native, worker_init_fn)
+    # Unbatched loading hands out samples as the dataset makes them: a
+    # torchvision dataset then stays in Python workers.
+    out.source, out.target_transform = _source(
+        dataset, native and (batch_size is not None or batch_sampler is not None),
+        worker_init_fn)
+    if batch_size is None and batch_sampler is None and decoded_in_cpp(dataset):
+        raise OptionError("ringloader: batch_size=None (unbatched loading) needs a "
+                          "Python dataset; ringloader.datasets make whole batches")
     _check_dataset(dataset, multiprocessing_context)
     custom = batch_sampler is not None and _batches.is_custom(batch_sampler)
     out.batch_size, sampler, out.drop_last = _batching(
         batch_size, shuffle, sampler, batch_sampler, drop_last)
+    # batch_size=None (torch's unbatched loading): the plan's batches hold
+    # one sample each; torch shows no batch_sampler then.
+    out.unbatched = out.batch_size is None
+    out.slot_batch_size = 1 if out.unbatched else out.batch_size
     _check_modes(on_error, out.auto_workers, out.source)
     out.sharded = distributed or rank is not None or world_size is not None
     if out.sharded and sampler is not None:
@@ -49,18 +60,19 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     out.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
     out.sampler, out.native_shuffle, out.mix = _sampler(dataset, out, shuffle, sampler,
                                                         generator)
-    out.batch_sampler = (batch_sampler if custom
-                         else BatchSampler(out.sampler, out.batch_size, out.drop_last))
+    out.index_batches = (batch_sampler if custom
+                         else BatchSampler(out.sampler, out.slot_batch_size, out.drop_last))
+    out.batch_sampler = None if out.unbatched else out.index_batches
     # The C++ sampler makes the order itself (no set_order per epoch).
     builtin = (out.sharded or out.mix is not None
                or type(out.sampler) is SequentialSampler) and not custom
     # A sampler with no len (an endless generator) is drawn chunk by chunk.
     out.order = Order(builtin=builtin, custom_batches=custom,
-                      streamed=not builtin and not _stream.has_len(out.batch_sampler))
+                      streamed=not builtin and not _stream.has_len(out.index_batches))
     return out
 
 
-def _check_counts(num_workers, timeout, prefetch_factor):
+def check_counts(num_workers, timeout, prefetch_factor):
     """Returns whether num_workers is "auto"."""
     auto_workers = isinstance(num_workers, str) and num_workers == "auto"
     if isinstance(num_workers, str) and not auto_workers:
@@ -95,6 +107,20 @@ def _source(dataset, native, worker_init_fn):
     return source, target_transform
 
 
+def torch_serves(signature, args, kwargs):
+    """Why torch's own DataLoader serves the dataset of DataLoader(*args,
+    **kwargs) (`signature`: DataLoader.__init__'s), or None when ringloader
+    does (or the arguments do not bind: __init__ then says what is wrong)."""
+    try:
+        bound = signature.bind(None, *args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    values = bound.arguments
+    return _iterable.fallback_reason(values["dataset"], values["num_workers"],
+                                     values["device"])
+
+
 def _check_dataset(dataset, multiprocessing_context):
     if isinstance(dataset, torch.utils.data.IterableDataset):
         raise OptionError("ringloader.DataLoader: IterableDataset is not "
@@ -117,9 +143,9 @@ def _batching(batch_size, shuffle, sampler, batch_sampler, drop_last):
         else:
             sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size
             drop_last = batch_sampler.drop_last
-    elif batch_size is None:
-        raise OptionError("ringloader: batch_size=None (unbatched loading) "
-                          "is not supported; batches fill ring slots")
+    elif batch_size is None and drop_last:
+        raise OptionError("batch_size=None option disables auto-batching "
+                          "and is mutually exclusive with drop_last")
     if sampler is not None and shuffle:
         raise OptionError("sampler option is mutually exclusive with shuffle")
     return batch_size, sampler, drop_last
@@ -152,7 +178,8 @@ def _sampler(dataset, out, shuffle, sampler, generator):
         sampler = ShardSampler(len(dataset), {
             "shuffle": bool(shuffle), "seed": out.seed, "rank": out.rank,
             "world_size": out.world_size}, mix=mix,
-            batching={"batch_size": int(out.batch_size), "drop_last": bool(out.drop_last)})
+            batching={"batch_size": int(out.slot_batch_size),
+                      "drop_last": bool(out.drop_last)})
     elif sampler is None:
         sampler = (RandomSampler(dataset, generator=generator)
                    if shuffle and not native_shuffle else SequentialSampler(dataset))

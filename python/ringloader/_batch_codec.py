@@ -96,6 +96,7 @@ def encode_into(batch, slot, start=0):
         raise TooBig(HEADER_BYTES, max(capacity, 0))
     # A reused slot may hold an older valid header: invalidate it first, so
     # a failure part-way never leaves a batch that looks whole.
+    old_end = previous_end(slot, start)
     struct.pack_into("<Q", slot, start, 0)
     buffer = io.BytesIO()
     pickler = _SlotPickler(buffer, whole, start, capacity)
@@ -108,7 +109,72 @@ def encode_into(batch, slot, start=0):
         raise TooBig(end, capacity)
     slot[start + offset:start + end] = blob
     _HEADER.pack_into(slot, start, MAGIC, end, offset, len(blob))
+    release_tail(slot, start + end, old_end)
     return start + end
+
+
+def encoded_start(fixed_bytes):
+    """Where the encoded part of a slot starts, after `fixed_bytes` of
+    fixed layout (_batch_structure)."""
+    return _align(fixed_bytes)
+
+
+def slot_bytes(fixed_bytes, max_batch_bytes):
+    """A slot's size: the fixed layout, then room for an encoded batch of
+    up to `max_batch_bytes`. Virtual: pages are committed as written."""
+    return encoded_start(fixed_bytes) + HEADER_BYTES + int(max_batch_bytes)
+
+
+def mark_unencoded(slot, start):
+    """Marks the slot as holding a fixed-layout batch (its encoded header,
+    from an earlier batch, no longer counts); gives back the pages of an
+    earlier large batch."""
+    if start + HEADER_BYTES <= len(slot):
+        release_tail(slot, start, previous_end(slot, start))
+        struct.pack_into("<Q", slot, start, 0)
+
+
+def previous_end(slot, start):
+    """The end (absolute) of the encoded batch the slot held before, or
+    `start` when it held none. Read from memory a worker wrote: clamped."""
+    if start + HEADER_BYTES > len(slot):
+        return start
+    magic, end, _, _ = _HEADER.unpack_from(slot, start)
+    return start + min(end, len(slot) - start) if magic == MAGIC else start
+
+
+_PAGE = 4096
+_KEEP_SLACK = 8 << 20  # a slot keeps up to this much beyond twice its batch
+_MADV_REMOVE = 9
+
+
+def release_tail(slot, end, old_end):
+    """Gives back the slot's pages from `end` to `old_end` (where an earlier,
+    larger batch ended) when they are many: a slot's memory follows the
+    batches it holds now, not the largest it ever held. Small differences
+    are kept, so batches of varying size do not fault pages in each time."""
+    if old_end - end <= end + _KEEP_SLACK:
+        return
+    import ctypes
+    base = ctypes.addressof(ctypes.c_char.from_buffer(slot))
+    # Whole pages inside [end, old_end) only: they hold this slot's bytes
+    # and no other's. MADV_REMOVE frees the memfd's pages for every process
+    # that maps them.
+    first = (base + end + _PAGE - 1) // _PAGE * _PAGE
+    last = (base + old_end) // _PAGE * _PAGE
+    if last > first:
+        _libc().madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), _MADV_REMOVE)
+
+
+def _libc():
+    import ctypes
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+_LIBC = None
 
 
 def is_encoded(raw, start=0):

@@ -11,7 +11,9 @@ so batch tensors are plain views of the slot: no collate copy.
 Everything else travels pickled in a bounded per-sample record after the
 fixed regions: object leaves (strings, None, arbitrary objects) and whatever
 does not fit sample 0's layout (a tensor of another shape, another dtype, a
-sample of another structure). The trainer side (``_collate.py``) turns the
+sample of another structure). A batch with a sample whose record outgrows
+its bound is collated by the worker and encoded after the fixed part
+(``_batch_codec``), so the bound is a fast-path size, never a limit. The trainer side (``_collate.py``) turns the
 regions and records back into batches or samples.
 """
 import collections.abc
@@ -31,6 +33,12 @@ _MIN_RECORD_BYTES = 1024  # per sample, when sample 0 has no object leaf
 _MIN_OBJECT_RECORD_BYTES = 4096  # per sample, when it has some
 _FIXED = ("tensor", "ndarray", "npscalar", "bool", "int", "float")
 _NO_RECORD = types.MappingProxyType({})  # shared by every sample without one
+
+
+class RecordTooBig(OptionError):
+    """A sample's pickled fields outgrow the per-sample record: the worker
+    then collates the batch itself into the slot's open-ended part
+    (_batch_codec), so no budget is ever asked of the user."""
 
 
 class Reshaped(tuple):
@@ -112,8 +120,9 @@ class BatchStructure:
     """The structure of one sample, the slot region of each fixed leaf, and
     the per-sample record for pickled ones.
 
-    ``max_pickled_bytes``: the per-sample bound of the pickled record.
-    Default: sized from sample 0 (four times its pickled leaves plus 1 KiB,
+    ``max_pickled_bytes``: the per-sample bound of the pickled record (a
+    larger one sends its batch down the encoded path). Default: sized from
+    sample 0 (four times its pickled leaves plus 1 KiB,
     at least 4 KiB; 1 KiB when it has none).
     """
 
@@ -217,7 +226,7 @@ class BatchStructure:
             return
         blob = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
         if len(blob) + _HEADER > self.record_bytes:
-            raise OptionError(self._too_big(record, index, len(blob)))
+            raise RecordTooBig(self._too_big(record, index, len(blob)))
         struct.pack_into("<q", slot, start, len(blob))
         slot[start + _HEADER:start + _HEADER + len(blob)] = blob
 

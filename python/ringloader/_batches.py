@@ -5,9 +5,10 @@ as with torch, including batches shorter than ``batch_size``.
 
 The ring's slots hold ``batch_size`` samples and the C++ plan cuts the
 epoch's order into batches of that size. So each of the sampler's batches
-is padded to ``batch_size`` with repeats of its last index, and the
-trainer's iterator keeps only the batch's own samples (the padding costs
-the repeated ``dataset[i]`` calls of short batches).
+is padded to ``batch_size``, and the trainer's iterator keeps only the
+batch's own samples. C++ workers pad with repeats of the batch's last index
+(the padding costs their decodes); Python workers pad with the index
+``len(dataset)``, for which they make nothing.
 """
 from torch.utils.data import BatchSampler
 
@@ -31,9 +32,11 @@ def capacity(batch_sampler):
     return size
 
 
-def padded_order(batch_sampler, size):
+def padded_order(batch_sampler, size, pad=None):
     """This epoch's batches, as (flat order padded to `size` per batch,
-    each batch's own length)."""
+    each batch's own length). `pad` pads; None repeats the batch's last
+    index (Python workers pad with an index they skip: no repeated
+    ``dataset[i]`` calls)."""
     order, lengths = [], []
     for number, batch in enumerate(batch_sampler):
         batch = [int(i) for i in batch]
@@ -41,7 +44,7 @@ def padded_order(batch_sampler, size):
             raise OptionError(
                 f"ringloader: batch_sampler yielded batch {number} of {len(batch)} "
                 f"samples; batches must hold 1 to batch_size ({size}) samples")
-        order.extend(batch + [batch[-1]] * (size - len(batch)))
+        order.extend(batch + [batch[-1] if pad is None else pad] * (size - len(batch)))
         lengths.append(len(batch))
     return order, lengths
 

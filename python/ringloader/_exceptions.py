@@ -51,7 +51,8 @@ def failure_message(error, text, worker, sample, parent_pid, limit=390):
         marker = f"[python-exception {path}] "
     except OSError:
         sys.stderr.write(f"ringloader worker {worker}: sample {sample}:\n{text}")
-    head = f"{marker}sample {sample}: {type(error).__name__}: {error}"[:limit // 2 + len(marker)]
+    what = "collating the batch" if sample is None else f"sample {sample}"
+    head = f"{marker}{what}: {type(error).__name__}: {error}"[:limit // 2 + len(marker)]
     room = limit - len(head) - 20
     tail = text[-room:] if room > 0 else ""
     return f"{head}\ntraceback (end):\n{tail}"

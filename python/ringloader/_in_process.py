@@ -49,7 +49,7 @@ class InProcessIterator:
         self.elastic = resume.get("elastic", []) if resume is not None else []
         if order.streamed:  # an endless sampler: drawn batch by batch
             self.batches, self.order, self.consumed = None, None, 0
-            self._stream = iter(loader.batch_sampler)
+            self._stream = iter(loader._index_batches)
             return
         if order.custom_batches:  # the batch sampler's own batches
             self.batches = _batches.own_batches(loader.batch_sampler)
@@ -62,7 +62,7 @@ class InProcessIterator:
             self.order = loader.sampler.order(epoch)
         else:
             self.order = [int(i) for i in loader.sampler]
-        size = loader.batch_size
+        size = loader._slot_batch_size
         self.batches = [self.order[i:i + size] for i in range(0, len(self.order), size)]
         if loader.drop_last and self.batches and len(self.batches[-1]) < size:
             self.batches.pop()
@@ -78,12 +78,14 @@ class InProcessIterator:
     def __next__(self):
         if self.batches is None:
             indices = next(self._stream)  # StopIteration ends it, as torch's
-            collate = self._loader.collate_fn or default_collate
-            return collate([self._loader.dataset[i] for i in indices])
-        if self.consumed >= len(self.batches):
-            self.in_progress = False
-            raise StopIteration
-        indices = self.batches[self.consumed]
-        self.consumed += 1
-        collate = self._loader.collate_fn or default_collate
-        return collate([self._loader.dataset[i] for i in indices])
+        else:
+            if self.consumed >= len(self.batches):
+                self.in_progress = False
+                raise StopIteration
+            indices = self.batches[self.consumed]
+            self.consumed += 1
+        loader = self._loader
+        collate = loader.collate_fn or default_collate
+        if loader.batch_size is None and loader.batch_sampler is None:
+            return collate(loader.dataset[indices[0]])  # unbatched, as torch
+        return collate([loader.dataset[i] for i in indices])

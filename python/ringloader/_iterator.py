@@ -16,7 +16,7 @@ the batch silently. Once ``__next__`` has returned, the batch is the
 caller's, as any function's result."""
 from torch.utils.data._utils.collate import default_collate
 
-from . import _collate, _device, _exceptions, _native_datasets
+from . import _batch_codec, _collate, _device, _exceptions, _native_datasets, _ringloader
 from ._ringloader import Error, WorkerError
 
 
@@ -129,11 +129,7 @@ class RingIterator:
         collate = self._loader.collate_fn
         layout = self._batch_structure
         if layout is not None:
-            size, indices = self._loader.batch_size, batch.sample_indices[:length]
-            if collate is None or collate is default_collate:
-                return _collate.collate_batch(layout, data, size, indices,
-                                              f"batch {batch.index} of epoch {batch.epoch}")
-            return collate(_collate.samples(layout, data, size, len(indices)))
+            return self._finish_python(batch, data, layout, length, collate)
         data = data[:length]
         target = _collate.copy_if_small(batch.target[:length])
         if self._converted:  # a torchvision dataset: its own samples
@@ -143,6 +139,35 @@ class RingIterator:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.
         return collate([(data[i], target[i]) for i in range(data.shape[0])])
+
+
+    def _finish_python(self, batch, data, layout, length, collate):
+        """A Python dataset's batch: encoded by its worker (collated there),
+        or laid out per sample for the default collate here. The raw
+        storage is trimmed to what the batch uses first, so a spill copies
+        that, not the slot's virtual size."""
+        start = self._encoded_start
+        if _batch_codec.is_encoded(data, start):
+            _ringloader.trim_storage(data, _batch_codec.encoded_end(data, start))
+            out = _batch_codec.decode(data, start)
+            if self._backend.collate_in_trainer:  # the samples: collate them here
+                out = collate(out)  # (padding made no sample)
+        else:
+            # (The header stays inside: a batch put back after Ctrl-C is
+            # finished again, and reads it.)
+            _ringloader.trim_storage(data, start + _batch_codec.HEADER_BYTES)
+            size, indices = self._loader._slot_batch_size, batch.sample_indices[:length]
+            if collate is None or collate is default_collate:
+                out = _collate.collate_batch(layout, data, size, indices,
+                                             f"batch {batch.index} of epoch {batch.epoch}")
+            else:  # collate_fn set after the workers started: collated here
+                out = collate(_collate.samples(layout, data, size, len(indices)))
+        return _pinned(out) if self._pin else out
+
+
+def _pinned(batch):
+    from torch.utils.data._utils.pin_memory import pin_memory
+    return pin_memory(batch)
 
 
 class CppWorkersIterator(RingIterator):
@@ -166,4 +191,10 @@ class PythonWorkersIterator(RingIterator):
         # The workers restart with the dataset as it is at iter() (_ring.py):
         # its structure may have changed.
         self._batch_structure = self._backend.batch_structure
+        self._encoded_start = self._backend.encoded_start
+        # The ring is not pinned for Python datasets (its slots are
+        # virtually large): pin_memory pins each batch, as torch's does.
+        import torch
+        self._pin = bool(self._loader.pin_memory) and self._to_device is None \
+            and torch.cuda.is_available()
         super().restart(native, stream, batch_lengths, done)

@@ -18,7 +18,7 @@ import sys
 import threading
 import weakref
 
-from . import _ringloader, _stub_gate, _zygote
+from . import _batch_codec, _ringloader, _stub_gate, _zygote
 from ._ringloader import OptionError, WorkerError
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,6 +34,8 @@ _DEFAULT_TIMEOUT_S = 120.0
 # zygote, not a forked one: a fork would keep a copy of every page of it
 # the trainer later writes or frees, for the trainer's whole life.
 _FORK_MAX_PRIVATE_BYTES = 1 << 30
+# The native loader's bound on an external worker's sample (loader_impl.cc).
+_MAX_SAMPLE_BYTES = 1 << 31
 
 
 class _Zygote:
@@ -217,16 +219,26 @@ def _start_server():
 
 class PythonWorkers:
     """A loader server (the dataset loaded, sample 0 laid out) and the
-    NativeLoader whose pool spawns a stub per worker."""
+    NativeLoader whose pool spawns a stub per worker.
 
-    def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes):
+    `batching` says how workers make batches (_worker._BatchFiller): "mode"
+    ("structured", "collate" or "unbatched"), "collate_fn" (the workers'
+    own; None for structured), "padded" (a custom batch sampler's short
+    batches are padded with the index len(dataset)) and "max_batch_bytes"
+    (the encoded part of each slot: virtual, committed as written)."""
+
+    def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching):
         self.options = options
         self.max_pickled_bytes = max_pickled_bytes
+        self.batching = batching
         self.extra = {"worker_init_fn": worker_init_fn, "seed": seed,
                       "num_workers": options["num_workers"],
-                      "batch_size": options["batch_size"]}
+                      "batch_size": options["batch_size"],
+                      "batch_mode": batching["mode"], "collate_fn": batching["collate_fn"],
+                      "collate_in_trainer": batching["collate_in_trainer"]}
         self.iterated = False
         self.native = self.batch_structure = None
+        self.encoded_start = 0
         self.payload = self._pickle(dataset)
         self._start(dataset)
 
@@ -245,7 +257,8 @@ class PythonWorkers:
     def _pickle(self, dataset):
         import cloudpickle
         try:
-            return cloudpickle.dumps(dict(self.extra, dataset=dataset))
+            padding = len(dataset) if self.batching["padded"] else -1
+            return cloudpickle.dumps(dict(self.extra, dataset=dataset, padding_index=padding))
         except Exception as error:
             raise OptionError(f"ringloader: the dataset must be picklable to reach "
                               f"the worker processes: {error}") from error
@@ -272,8 +285,9 @@ class PythonWorkers:
         batch_structure = pickle.loads(reply["batch_structure"])
         command = [sys.executable, "-S", _STUB, reply["address"]]
         try:
+            sample_bytes, options = self._geometry(batch_structure)
             native = _ringloader.NativeLoader.external(
-                command, token.encode(), len(dataset), batch_structure.sample_bytes, self.options,
+                command, token.encode(), self._plan_size(dataset), sample_bytes, options,
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
@@ -285,6 +299,43 @@ class PythonWorkers:
         except TypeError:
             self._server = server
         self.native, self.batch_structure = native, batch_structure
+        self.encoded_start = _batch_codec.encoded_start(
+            0 if batch_structure is None  # an IterableDataset's (_iterable.py)
+            else batch_structure.sample_bytes * self.options["batch_size"])
+
+    def _plan_size(self, dataset):
+        """Indices the native loader plans over. The padding index
+        (len(dataset)) must be a valid one for the plan."""
+        return len(dataset) + (1 if self.batching["padded"] else 0)
+
+    def _geometry(self, batch_structure):
+        """(the native loader's sample_bytes, its options): slots of the
+        fixed layout plus the encoded part, virtually. The ring is never
+        pinned whole (pinning would commit the virtual part), and its
+        automatic slot count is sized from the fixed layout."""
+        batch_size = self.options["batch_size"]
+        fixed = batch_structure.sample_bytes * batch_size
+        total = _batch_codec.slot_bytes(fixed, self.batching["max_batch_bytes"])
+        sample_bytes = -(-total // batch_size)
+        if sample_bytes > _MAX_SAMPLE_BYTES:
+            raise OptionError(
+                f"ringloader: max_batch_bytes={self.batching['max_batch_bytes']} makes "
+                f"{sample_bytes} bytes a sample at batch size {batch_size}, over "
+                f"{_MAX_SAMPLE_BYTES}; lower it")
+        options = dict(self.options, pin_memory=False)
+        if options.get("ring_slots", 0) == 0:
+            options["ring_slots"] = _automatic_slots(options, fixed)
+        return sample_bytes, options
+
+
+def _automatic_slots(options, fixed_slot_bytes):
+    """The C++ loader's automatic slot count (ring_sizing.cc), from the
+    bytes a slot is known to use: two per worker and two, within the ring
+    memory budget (Default: a quarter of physical memory)."""
+    wanted = max(4, 2 * max(1, options["num_workers"]) + 2)
+    budget = options.get("ring_memory_budget_bytes", 0) or \
+        os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    return max(2, min(wanted, budget // max(1, fixed_slot_bytes)))
 
 
 def _raise_probe_error(reply):

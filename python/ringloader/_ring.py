@@ -22,11 +22,16 @@ class RingBackend(Backend):
         epoch, resume = self._next_epoch()
         native = self._native_for_epoch(loader, resume)
         batch_lengths = None
+        # torch draws its workers' base seed when it makes an iterator; a
+        # persistent one is made once and then reset (no draw), which
+        # shifts a generator's later draws (the sampler's order).
+        new_iterator = not (loader.persistent_workers and self._iterator is not None)
         if resume is None:
-            draw_base_seed(loader.generator)
+            if new_iterator:
+                draw_base_seed(loader.generator)
             if self.order.custom_batches and not self.order.streamed:
                 order, batch_lengths = _batches.padded_order(
-                    loader.batch_sampler, loader.batch_size)
+                    loader.batch_sampler, loader.batch_size, self.padding_index(loader))
                 native.set_order(order)
             elif not self.order.builtin and not self.order.streamed:
                 native.set_order([int(i) for i in loader.sampler])
@@ -35,7 +40,8 @@ class RingBackend(Backend):
         if self.order.streamed:
             source = loader.batch_sampler if self.order.custom_batches else loader.sampler
             stream = _stream.OrderStream(source, self.order.custom_batches,
-                                         loader.batch_size, native, epoch)
+                                         loader._slot_batch_size, native, epoch,
+                                         self.padding_index(loader))
         else:
             native.set_epoch(epoch)
             native.start_epoch()
@@ -44,13 +50,18 @@ class RingBackend(Backend):
         if stream is not None:
             batch_lengths = stream.batch_lengths
         self.generation += 1
-        if not (loader.persistent_workers and self._iterator is not None):
+        if new_iterator:
             self._iterator = self._new_iterator(loader)
         self._iterator.restart(native, stream, batch_lengths, done)
         return self._iterator
 
     def _native_for_epoch(self, loader, resume):
         return self.native
+
+    def padding_index(self, loader):
+        """What pads a custom batch sampler's short batches: None repeats
+        the batch's last index (the C++ workers make every sample)."""
+        return None
 
     def _state(self, loader):
         in_progress = self._iterator is not None and self._iterator.in_progress
@@ -97,11 +108,26 @@ class PythonWorkersBackend(RingBackend):
     workers see it."""
 
     def __init__(self, order, dataset, options, worker_init_fn, seed, max_pickled_bytes,
-                 to_device):
+                 to_device, batching):
         super().__init__(order)
         self._to_device = to_device
         self._workers = _python_workers.PythonWorkers(
-            dataset, options, worker_init_fn, seed, max_pickled_bytes)
+            dataset, options, worker_init_fn, seed, max_pickled_bytes,
+            dict(batching, padded=order.custom_batches))
+
+    def padding_index(self, loader):
+        # len(dataset): workers make no sample for it (_worker._BatchFiller).
+        return len(loader.dataset)
+
+    @property
+    def collate_in_trainer(self):
+        """collate_fn could not be pickled: workers hand out samples."""
+        return self._workers.batching["collate_in_trainer"]
+
+    @property
+    def encoded_start(self):
+        """Where a slot's encoded batch starts (_batch_codec)."""
+        return self._workers.encoded_start
 
     @property
     def native(self):

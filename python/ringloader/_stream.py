@@ -26,10 +26,10 @@ class OrderStream:
     """One streamed epoch: draws the next chunk of `source` (a sampler, or
     a batch sampler's own batches) and plans it in `native`."""
 
-    def __init__(self, source, custom_batches, batch_size, native, epoch):
+    def __init__(self, source, custom_batches, batch_size, native, epoch, pad=None):
         self._source = iter(source)
         self._custom_batches, self._batch_size = custom_batches, batch_size
-        self._native, self._epoch = native, epoch
+        self._native, self._epoch, self._pad = native, epoch, pad
         self.batch_lengths = None  # the current chunk's custom batches' own lengths
 
     def start_next(self):
@@ -37,7 +37,7 @@ class OrderStream:
         size = self._batch_size
         if self._custom_batches:
             batches = list(itertools.islice(self._source, CHUNK_BATCHES))
-            order, lengths = _batches.padded_order(batches, size)
+            order, lengths = _batches.padded_order(batches, size, self._pad)
         else:
             order = [int(i) for i in itertools.islice(self._source, CHUNK_BATCHES * size)]
             lengths = None

@@ -14,6 +14,8 @@ import traceback
 
 import numpy as np
 
+from . import _batch_codec as _codec
+
 
 class _Seeder:
     """Per-sample seeds: random augmentation depends on (seed, epoch, index),
@@ -57,6 +59,99 @@ def _gathered(rows, writer, samples, heartbeat):
     return True
 
 
+class _BatchFiller:
+    """Makes each task's batch in its slot, in the loader's batch mode:
+
+    * "structured" (the default collate): samples written in place at
+      sample 0's layout (_batch_writer), collated by the trainer as views;
+      a batch with a sample that outgrows that layout is collated here
+      with default_collate and encoded after it (_batch_codec);
+    * "collate" (a custom collate_fn): the batch's samples collated here,
+      as torch's workers do, and encoded;
+    * "unbatched" (batch_size=None): each sample through collate_fn
+      (Default: default_convert), encoded.
+
+    Indices equal to `padding_index` pad a custom batch sampler's short
+    batch to the slot: no sample is made for them."""
+
+    def __init__(self, config, dataset, endpoint):
+        from ringloader._batch_writer import BatchWriter
+        from ringloader._tensor_rows import rows_of
+        structure = config["batch_structure"]
+        self.dataset, self.mode = dataset, config.get("batch_mode", "structured")
+        self.collate = config.get("collate_fn")
+        self.padding_index = config.get("padding_index", -1)
+        # A collate_fn that cannot be pickled runs in the trainer: a batch
+        # that outgrows the layout then travels as its list of samples.
+        self.collate_in_trainer = config.get("collate_in_trainer", False)
+        self.start = _codec.encoded_start(structure.sample_bytes * config["batch_size"])
+        self.writer = BatchWriter(structure, config["batch_size"])
+        self.seed_sample = _Seeder(config["seed"])
+        self.heartbeat = endpoint.heartbeat
+        self.rows = rows_of(dataset, structure) if self.mode == "structured" else None
+        self.current = None  # the sample being made (named by a failure)
+
+    def fill(self, slot, task):
+        samples = [i for i in task.samples if i != self.padding_index]
+        if self.mode == "structured":
+            self._structured(slot, task.samples, task.epoch)
+        elif self.mode == "collate":
+            self._encode(slot, self.collate(self._fetch(samples, task.epoch)), task)
+        else:
+            self._encode(slot, self.collate(self._fetch(samples, task.epoch)[0]), task)
+
+    def _fetch(self, indices, epoch, into=None):
+        out = [] if into is None else into
+        for sample_index in indices:
+            self.current = sample_index
+            self.heartbeat(sample_index)
+            self.seed_sample(epoch, sample_index)
+            out.append(self.dataset[sample_index])
+        self.current = None
+        return out
+
+    def _structured(self, slot, indices, epoch):
+        from ringloader._batch_structure import RecordTooBig
+        writer, padding = self.writer, self.padding_index
+        _codec.mark_unencoded(slot, self.start)
+        writer.begin(slot, len(indices))
+        if self.rows is not None and _gathered(self.rows, writer, indices, self.heartbeat):
+            return
+        kept, outgrown = [], None
+        for position, sample_index in enumerate(indices):
+            if sample_index == padding:
+                continue  # cut by the trainer
+            sample = self._fetch([sample_index], epoch, kept)[-1]
+            try:
+                writer.write(position, sample, sample_index)
+            except RecordTooBig:
+                outgrown = position
+                break
+        if outgrown is None:
+            writer.finish()
+            return
+        # Outside the except: default_collate's own error (unequal sizes)
+        # is the one the trainer raises, as torch's, with no chained cause.
+        self._fetch([i for i in indices[outgrown + 1:] if i != padding], epoch, kept)
+        writer.release()
+        if self.collate_in_trainer:  # the samples themselves, for its collate_fn
+            self._encode(slot, kept, None, indices)
+            return
+        from torch.utils.data._utils.collate import default_collate
+        self._encode(slot, default_collate(kept), None, indices)
+
+    def _encode(self, slot, batch, task, indices=None):
+        from ringloader._ringloader import OptionError
+        try:
+            _codec.encode_into(batch, slot, self.start)
+        except _codec.TooBig as error:
+            indices = task.samples if indices is None else indices
+            raise OptionError(
+                f"ringloader: the batch of samples {list(indices)[:8]} needs at least "
+                f"{error.needed} bytes in its ring slot, over the {error.capacity} "
+                "bytes of DataLoader(max_batch_bytes=...); raise it") from None
+
+
 def serve(index, server_pid, config, ring_fd):
     """Worker `index`'s life: fills batches until the trainer shuts down.
     `server_pid` is this process's parent (the endpoint exits with it);
@@ -64,7 +159,7 @@ def serve(index, server_pid, config, ring_fd):
     import torch
     torch.set_num_threads(1)
     from ringloader import _ringloader
-    dataset, batch_structure = config["dataset"], config["batch_structure"]
+    dataset = config["dataset"]
     parent_pid = config["parent_pid"]
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
@@ -72,39 +167,26 @@ def serve(index, server_pid, config, ring_fd):
         dataset=dataset)
     if config.get("worker_init_fn") is not None:
         config["worker_init_fn"](index)
-    from ringloader._batch_writer import BatchWriter
-    from ringloader._tensor_rows import rows_of
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
-    writer = BatchWriter(batch_structure, config["batch_size"])
-    seed_sample = _Seeder(config["seed"])
-    heartbeat = endpoint.heartbeat
-    rows = rows_of(dataset, batch_structure)  # a TensorDataset: gathered per batch
+    filler = _BatchFiller(config, dataset, endpoint)
     while True:
         task = endpoint.next_task()
         if task is None:
             return 0
         slot = endpoint.slot(task)
         started = time.perf_counter()
-        current = None
         try:
-            samples, epoch = task.samples, task.epoch
-            writer.begin(slot, len(samples))
-            if rows is None or not _gathered(rows, writer, samples, heartbeat):
-                for position, sample_index in enumerate(samples):
-                    current = sample_index
-                    heartbeat(sample_index)
-                    seed_sample(epoch, sample_index)
-                    writer.write(position, dataset[sample_index], sample_index)
-                current = None
-                writer.finish()
+            filler.fill(slot, task)
         except Exception as error:
             # The trainer re-raises it with its own type and this traceback.
             from ringloader._exceptions import failure_message
+            # No current sample: the batch failed as a whole (its collate).
+            current = -1 if filler.current is None else filler.current
             endpoint.fail(task, current, failure_message(
-                error, traceback.format_exc(), index, current, parent_pid))
+                error, traceback.format_exc(), index, filler.current, parent_pid))
             continue
         finally:
-            writer.release()
+            filler.writer.release()
             del slot
         endpoint.add_times(0.0, time.perf_counter() - started)
         endpoint.publish(task)

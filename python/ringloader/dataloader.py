@@ -1,18 +1,22 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ringloader.DataLoader: torch.utils.data.DataLoader's signature and
 behaviour, fed by ringloader's ring instead of pickled worker queues."""
+import inspect
 import warnings
 
 import torch
-from torch.utils.data._utils.collate import default_collate
+from torch.utils.data._utils.collate import default_collate, default_convert
 
-from . import _arguments, _device, _in_process, _options, _ring, _stream
+from . import _arguments, _device, _in_process, _iterable, _options, _ring, _stream
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
 
 
 _AUTO_WORKERS = -1  # LoaderOptions::kAutoWorkers
+# The most a Python dataset's batch may take in its ring slot. Virtual: a
+# slot's memory is committed as batches are written into it.
+_DEFAULT_MAX_BATCH_BYTES = 1 << 30
 
 
 class DataLoader(torch.utils.data.DataLoader):
@@ -45,7 +49,9 @@ class DataLoader(torch.utils.data.DataLoader):
       datasets' workers are always persistent;
     * ``worker_init_fn`` runs Python in workers, which native datasets do
       not have: it is refused for them;
-    * ``batch_size=None`` (unbatched loading) is refused;
+    * ``batch_size=None`` (unbatched loading) works for Python datasets
+      (each sample through ``collate_fn``, Default: ``default_convert``, in
+      the workers); ringloader.datasets make whole batches and refuse it;
     * ``seed`` (ringloader's own) keys augmentation randomness per sample;
       by default it derives from ``generator`` or torch's initial seed (0
       when sharded, so that every rank shares it).
@@ -57,14 +63,24 @@ class DataLoader(torch.utils.data.DataLoader):
       ``_batches.py``); a sampler with no ``len`` is streamed in chunks
       (``_stream.py``). Neither supports ``state_dict()``.
 
-    Python datasets: samples may hold anything ``default_collate`` takes.
-    Tensors, numeric arrays and numbers of sample 0's shapes fill the slot
-    in place; strings, None, other objects, and tensors of another shape
-    travel pickled, at most ``max_pickled_bytes`` per sample (Default:
-    sized from sample 0, see ``_batch_structure.BatchStructure``). Small fields (up to
-    4 KiB a batch) are copied out of the slot, so they can be kept. An
-    exception in ``__getitem__`` is re-raised with its own type and the
-    worker's traceback, as torch's.
+    Python datasets: samples and batches may be of any size and structure;
+    no byte budget is asked. With the default collate, tensors, numeric
+    arrays and numbers of sample 0's shapes fill the slot in place and are
+    collated here as views; strings, None, other objects, and tensors of
+    another shape travel pickled in a per-sample record (``max_pickled_bytes``,
+    Default: sized from sample 0, see ``_batch_structure.BatchStructure``);
+    a batch with a sample that outgrows its record is collated by the
+    worker instead. A custom ``collate_fn`` runs in the workers, as
+    torch's does, and its batch reaches the trainer through the slot
+    (``_batch_codec``: tensors as views, the rest pickled). Slots are
+    virtually ``max_batch_bytes`` large (Default: 1 GiB) and commit memory
+    only as batches are written (``stats()["ring_resident_bytes"]``); a
+    batch over it raises ``OptionError`` naming its samples and size. The
+    ring is not pinned for Python datasets: ``pin_memory=True`` pins each
+    batch, as torch's does. Small fields (up to 4 KiB a batch) are copied
+    out of the slot, so they can be kept. An exception in ``__getitem__``
+    or ``collate_fn`` is re-raised with its own type and the worker's
+    traceback, as torch's.
 
     Distributed training: ``distributed=True`` (or an explicit ``rank`` /
     ``world_size``) gives this process a disjoint shard of one permutation
@@ -75,6 +91,15 @@ class DataLoader(torch.utils.data.DataLoader):
     ``DistributedSampler(shuffle=False)``'s; with shuffle the permutation is
     ringloader's own (Philox keyed by seed and epoch), not torch's generator.
     Passing a ``DistributedSampler`` as ``sampler`` works as with torch.
+
+    ``IterableDataset`` (docs/drop_in.md): each worker runs its own
+    iterator, with torch's ``get_worker_info()``, seeds, ``worker_init_fn``
+    and ``collate_fn`` in the worker; batches come round-robin over the
+    workers, as torch's, as views of the ring (``max_batch_bytes`` as
+    above). ``num_workers=0``, DataPipes and a
+    ``device`` get torch's own DataLoader (said in a warning).
+    ``state_dict()`` needs a dataset with ``state_dict()`` and
+    ``load_state_dict()`` (torchdata's convention).
 
     ``state_dict()`` / ``load_state_dict()`` save and restore the position
     between batches (like torchdata's StatefulDataLoader): a fresh loader
@@ -93,6 +118,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
     _attached_class = None
+    # torch's own loader in our clothes, for datasets the ring does not
+    # serve (_torch_fallback.py declares it).
+    _fallback_class = None
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
                  batch_sampler=None, num_workers=0, collate_fn=None,
@@ -106,6 +134,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_batch_retries=_options.default("max_batch_retries"),
                  distributed=False, rank=None, world_size=None,
                  native=True, max_pickled_bytes=None,
+                 max_batch_bytes=_DEFAULT_MAX_BATCH_BYTES,
                  held_batches=_options.default("held_batches"),
                  device=_options.default("device"), device_normalize=None,
                  max_auto_workers=_options.default("max_auto_workers"),
@@ -113,6 +142,14 @@ class DataLoader(torch.utils.data.DataLoader):
                  attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # see _iterable.py
+            self._init_iterable(dataset, batch_size, shuffle, sampler, batch_sampler,
+                                num_workers, collate_fn, pin_memory, drop_last, timeout,
+                                worker_init_fn, multiprocessing_context, generator,
+                                prefetch_factor, persistent_workers, pin_memory_device,
+                                hang_timeout, max_batch_retries, held_batches, in_order,
+                                max_batch_bytes)
+            return
         args = _arguments.resolve(
             dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, drop_last=drop_last,
@@ -123,6 +160,9 @@ class DataLoader(torch.utils.data.DataLoader):
         self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
         self.batch_size, self.drop_last = args.batch_size, args.drop_last
         self.sampler, self.batch_sampler = args.sampler, args.batch_sampler
+        # What the ring's plan cuts: batch_sampler's batches, or one sample
+        # each when unbatched (batch_size=None).
+        self._slot_batch_size, self._index_batches = args.slot_batch_size, args.index_batches
         self.rank, self.world_size, self.seed = args.rank, args.world_size, args.seed
         self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
         self.persistent_workers, self.generator = persistent_workers, generator
@@ -131,8 +171,11 @@ class DataLoader(torch.utils.data.DataLoader):
         # allows too (docs/drop_in.md).
         self.in_order = in_order
         self.pin_memory_device = pin_memory_device  # read back as torch's; pinning is per device
-        # As torch: None means default_collate, and reads back as it.
-        self.collate_fn = default_collate if collate_fn is None else collate_fn
+        # As torch: None means default_collate (default_convert unbatched),
+        # and reads back as it.
+        if collate_fn is None:
+            collate_fn = default_convert if args.unbatched else default_collate
+        self.collate_fn = collate_fn
         self.multiprocessing_context = multiprocessing_context
         self.worker_init_fn = worker_init_fn
         self.device = str(device)
@@ -147,9 +190,46 @@ class DataLoader(torch.utils.data.DataLoader):
         elif num_workers > 0:
             self._backend = _ring.PythonWorkersBackend(
                 args.order, dataset, options, worker_init_fn, self.seed, max_pickled_bytes,
-                to_device)
+                to_device, _worker_batching(args, collate_fn, max_batch_bytes))
         else:
             self._backend = _in_process.InProcessBackend(args.order)
+
+    def _init_iterable(self, dataset, batch_size, shuffle, sampler, batch_sampler,
+                       num_workers, collate_fn, pin_memory, drop_last, timeout,
+                       worker_init_fn, multiprocessing_context, generator,
+                       prefetch_factor, persistent_workers, pin_memory_device,
+                       hang_timeout, max_batch_retries, held_batches, in_order,
+                       max_batch_bytes):
+        """An IterableDataset's loader: torch's attributes, and workers that
+        each run the dataset's iterator into the ring (_iterable.py).
+        ``max_batch_bytes``: the most bytes one encoded batch may take
+        (its slot's virtual size, as for a map-style dataset)."""
+        _arguments.check_counts(num_workers, timeout, prefetch_factor)
+        _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
+        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = _iterable.samplers(batch_size, drop_last)
+        self.pin_memory, self.prefetch_factor = pin_memory, prefetch_factor
+        self.persistent_workers, self.generator = persistent_workers, generator
+        self.in_order, self.pin_memory_device = in_order, pin_memory_device
+        self.collate_fn = collate_fn  # None reads back as None, as torch's here
+        self.multiprocessing_context = multiprocessing_context
+        self.worker_init_fn, self.device = worker_init_fn, "cpu"
+        self.rank, self.world_size, self.seed = 0, 1, None
+        if held_batches not in _options.SPECS["held_batches"]["choices"]:
+            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
+        options = {
+            # The ring of one worker: its prefetched batches, the one the
+            # trainer holds and the one it waits for.
+            "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
+            "seed": 0, "on_error": "raise", "hang_timeout_s": float(hang_timeout),
+            "max_batch_retries": int(max_batch_retries), "held_batches": held_batches,
+            "pin_memory": bool(pin_memory)}
+        if timeout:
+            options["timeout_s"] = float(timeout)
+        # torch pins batches only where CUDA is (its pin_memory thread).
+        pin = bool(pin_memory) and torch.cuda.is_available()
+        self._backend = _iterable.IterableBackend(dataset, options, max_batch_bytes, pin)
 
     def _loader_options(self, args, num_workers, max_auto_workers,
                         ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,
@@ -158,7 +238,7 @@ class DataLoader(torch.utils.data.DataLoader):
         """The native loader's options (LoaderOptions), and the torch.device
         a Python dataset's batches are moved to in Python (or None)."""
         auto_workers, drop_last = args.auto_workers, self.drop_last
-        batch_size, sampler, dataset = self.batch_size, self.sampler, self.dataset
+        batch_size, sampler, dataset = self._slot_batch_size, self.sampler, self.dataset
         sharded, mix, shuffle = args.sharded, args.mix, args.shuffle
         native_shuffle = args.native_shuffle
         if ring_slots == 0 and prefetch_factor is not None:
@@ -173,7 +253,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "max_samples_per_epoch": max(
                 len(dataset),
                 _stream.CHUNK_BATCHES * batch_size if args.order.streamed
-                else len(self.batch_sampler) * batch_size if args.order.custom_batches
+                else len(self._index_batches) * batch_size if args.order.custom_batches
                 else _sampler_len(sampler)),
             "rank": self.rank, "world_size": self.world_size,
             "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
@@ -208,15 +288,23 @@ class DataLoader(torch.utils.data.DataLoader):
         # (attached.py, which imports this module: hence no import here).
         if kwargs.get("attach") is not None and cls is DataLoader:
             return super().__new__(DataLoader._attached_class)
+        # A dataset the ring does not serve: torch's own loader, said once.
+        reason = _arguments.torch_serves(_SIGNATURE, args, kwargs)
+        if reason is not None and DataLoader._fallback_class is not None:
+            return super().__new__(DataLoader._fallback_class.class_for(cls, reason))
         return super().__new__(cls)
 
-    def __init_subclass__(cls, attaches=False, **kwargs):
+    def __init_subclass__(cls, attaches=False, torch_fallback=False, **kwargs):
         super().__init_subclass__(**kwargs)
         if attaches:
             DataLoader._attached_class = cls
+        if torch_fallback:
+            DataLoader._fallback_class = cls
 
     def __len__(self):
-        return len(self.batch_sampler)
+        if isinstance(self.dataset, torch.utils.data.IterableDataset):
+            return _iterable.loader_len(self)  # torch's (TypeError without len)
+        return len(self._index_batches)
 
     def set_epoch(self, epoch):
         """The epoch the next iteration uses (augmentation keys, and the
@@ -288,9 +376,48 @@ class DataLoader(torch.utils.data.DataLoader):
         return self._backend.worker_pids()
 
 
+_SIGNATURE = inspect.signature(DataLoader.__init__)
+
+
 def _sampler_len(sampler):
     try:
         return len(sampler)
     except TypeError:
         warnings.warn("ringloader: sampler has no len(); assuming dataset size")
         return 0
+
+
+def _worker_batching(args, collate_fn, max_batch_bytes):
+    """How Python workers make batches (_worker._BatchFiller): the default
+    collate's batches are laid out per sample and collated here as views
+    (fastest, and it falls back to collating in the worker for samples that
+    outgrow sample 0's layout); a custom collate_fn runs in the workers, as
+    torch's does; unbatched samples go through collate_fn there too. A
+    collate_fn that cannot be pickled (torch's forked workers never pickle
+    it) runs here instead, said once."""
+    if int(max_batch_bytes) < 1:
+        raise OptionError(f"ringloader: max_batch_bytes must be >= 1, got {max_batch_bytes}")
+    batching = {"max_batch_bytes": int(max_batch_bytes), "collate_in_trainer": False}
+    if collate_fn is default_collate or (collate_fn is default_convert and args.unbatched):
+        collate_fn = None if not args.unbatched else collate_fn
+    elif not _picklable(collate_fn):
+        if args.unbatched:
+            raise OptionError("ringloader: batch_size=None runs collate_fn in the "
+                              f"workers, and {collate_fn!r} cannot be pickled")
+        warnings.warn(f"ringloader: collate_fn {collate_fn!r} cannot be pickled, so it "
+                      "runs in the trainer, not in the workers as with torch")
+        return dict(batching, mode="structured", collate_fn=None, collate_in_trainer=True)
+    if args.unbatched:
+        return dict(batching, mode="unbatched", collate_fn=collate_fn)
+    if collate_fn is None:
+        return dict(batching, mode="structured", collate_fn=None)
+    return dict(batching, mode="collate", collate_fn=collate_fn)
+
+
+def _picklable(function):
+    import cloudpickle
+    try:
+        cloudpickle.dumps(function)
+    except Exception:  # noqa: BLE001  (any pickling failure)
+        return False
+    return True
