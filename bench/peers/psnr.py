@@ -69,8 +69,9 @@ def dali_crops(items):
     @pipeline_def(batch_size=1, num_threads=1, device_id=None)
     def pipe():
         jpeg, anchor, shape = fn.external_source(
-            source=lambda info: data[info.idx_in_epoch], num_outputs=3, batch=False)
+            source=lambda info: data[info.idx_in_epoch % len(data)], num_outputs=3, batch=False)
         image = fn.decoders.image_slice(jpeg, anchor, shape, axis_names="HW",
+                                        normalized_anchor=False, normalized_shape=False,
                                         device="cpu", output_type=types.RGB)
         return fn.resize(image, resize_x=224, resize_y=224,
                          interp_type=types.INTERP_LINEAR, antialias=True)
