@@ -16,7 +16,7 @@ SOURCE="$(cd "$HERE/../.." && pwd)"
 CACHE="${RINGLOADER_CACHE:-$HOME/.cache/ringloader}"
 DATA="$CACHE/peers-data"
 PY=$("$HERE/setup.sh")/bin/python
-SIMD="$CACHE/venv-pillow-simd-py312/bin/python"
+SIMD="${RINGLOADER_SIMD_VENV:-$CACHE/venv-pillow-simd-py312}/bin/python"
 SHARD=$("$PY" -c 'import os, ringloader; print(os.path.join(os.path.dirname(ringloader.__file__), "bin", "ringloader-shard"))')
 mkdir -p "$DATA"
 # Debian's python3-skimage holds the source photographs.
