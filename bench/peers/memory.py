@@ -39,6 +39,8 @@ def main():
     opts = parser.parse_args()
     import torch
     torch.set_num_threads(1)
+    if opts.peer.endswith("-noprestart"):
+        os.environ["RINGLOADER_PRESTART"] = "0"  # before the import below
     if opts.ring_slots:
         import ringloader
         original = ringloader.DataLoader.__init__
