@@ -17,10 +17,9 @@ The photos are mirror-symmetric, boxes too, so the references' default
 RandomHorizontalFlip changes nothing: torch draws the flips in its workers
 from the worker seed, ringloader per sample, and with such data neither
 draw shows in the losses, which must then be the same line for line.
-For the detection reference both sides also get contiguous images (see
-SEEDED_CONTIGUOUS: ringloader does not keep a worker's tensor strides yet,
-test_custom_collate_keeps_tensor_strides, and the model's rounding depends
-on them).
+The model's rounding depends on the images' strides (pil_to_tensor's is an
+HWC buffer seen as CHW), so ringloader hands tensors over with the strides
+the worker made, as torch does (test_custom_collate_keeps_tensor_strides).
 """
 import os
 import shutil
@@ -29,7 +28,7 @@ import textwrap
 
 import pytest
 
-from unchanged_scripts_variable import (NCE_COMMIT, REPORTING, SEEDED_CONTIGUOUS,
+from unchanged_scripts_variable import (NCE_COMMIT, REPORTING, SEEDED,
                                         detection_lines, nce_dependencies, nce_log_lines, pycocotools_path,
                                         pytorch_nce, run, torchvision_references)
 
@@ -57,10 +56,9 @@ def test_torchvision_detection_reference_trains_identically(tmp_path):
         pytest.skip("pycocotools not installed (scripts/get_real_scripts.sh "
                     "installs it from PyPI)")
     make_coco(tmp_path / "coco", train=6, val=2)
-    # Both sides get contiguous images from pil_to_tensor: see
-    # SEEDED_CONTIGUOUS (the one difference left; without it the lines
-    # differ from the 2nd step's 4th decimal on).
-    (tmp_path / "seeded.py").write_text(SEEDED_CONTIGUOUS)
+    # Unchanged but seeded; before strides were kept, the lines differed
+    # from the 2nd step's 4th decimal on.
+    (tmp_path / "seeded.py").write_text(SEEDED)
     args = ["seeded.py", os.path.join(references, "detection", "train.py"),
             "--data-path", "coco", "--model", "ssdlite320_mobilenet_v3_large",
             "--device", "cpu", "--epochs", "1", "-b", "2", "--workers", "2",
@@ -341,8 +339,6 @@ def keep_as_list(batch):
     return list(batch)
 
 
-@pytest.mark.xfail(strict=True, reason="ringloader writes custom-collated tensors contiguous; "
-                   "torch keeps the strides the worker made (and channels_last)")
 def test_custom_collate_keeps_tensor_strides():
     import torch
     import ringloader

@@ -30,20 +30,6 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-# SEEDED, and torchvision's pil_to_tensor returning contiguous tensors, for
-# both loaders alike. torch hands a worker's tensors over with their strides
-# (pil_to_tensor's is an HWC buffer seen as CHW); ringloader, for now, writes
-# them contiguous (test_custom_collate_keeps_tensor_strides), and ssdlite's
-# float rounding differs between the layouts, from the 2nd step's 4th decimal
-# on. With the same layout on both sides every line is the same.
-SEEDED_CONTIGUOUS = SEEDED.replace("torch.manual_seed(0)\n", """\
-import torchvision.transforms.functional as F
-_pil_to_tensor = F.pil_to_tensor
-F.pil_to_tensor = lambda picture: _pil_to_tensor(picture).contiguous()
-torch.manual_seed(0)
-""")
-
-
 def torchvision_references():
     """The folder holding torchvision 0.14.1's references/detection, or None."""
     for root in (os.environ.get("RINGLOADER_TORCHVISION_REFERENCES"),
