@@ -338,6 +338,13 @@ uint32_t Loader::Impl::wait_for(uint64_t batch_id) {
   const uint64_t start = ring::monotonic_ns();
   const auto check_ns = static_cast<int64_t>(Loader::kWaitCheckInterval_s * 1e9);
   uint64_t next_check = start + static_cast<uint64_t>(check_ns);
+  // A trainer that never waits (the other workers keep up) must still see
+  // a dead worker, or the loader runs short-handed without saying so: look
+  // every kWaitCheckInterval_s of next() calls too.
+  if (recovery_ && start >= last_recovery_check_ns_ + static_cast<uint64_t>(check_ns)) {
+    last_recovery_check_ns_ = start;
+    recovery_->check();
+  }
   for (;;) {
     uint32_t state = slot.state.load(std::memory_order_acquire);
     if (state == ready || state == failed) return state;

@@ -131,6 +131,9 @@ class RINGLOADER_HIDDEN Loader::Impl {
 
   uint64_t created_ns_ = 0;
   uint64_t trainer_wait_ns_ = 0;
+  // When the fast path (a batch already ready) last looked for dead
+  // workers: the wait loop looks only while it waits.
+  uint64_t last_recovery_check_ns_ = 0;
   int64_t batches_ = 0;
   int64_t samples_ = 0;
 };

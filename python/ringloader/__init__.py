@@ -31,6 +31,7 @@ from ._ringloader import (  # noqa: F401, E402
 from . import datasets, transforms  # noqa: F401, E402
 from .dataloader import DataLoader  # noqa: F401
 from . import attached  # noqa: F401  (DataLoader(attach=...): its subclass)
+from . import _torch_fallback  # noqa: F401  (torch's loader where the ring does not serve)
 from .node import NodeLoader  # noqa: F401
 from .progress import progress  # noqa: F401
 

@@ -11,17 +11,48 @@ The script sees ``sys.argv`` as if it had been started itself, and every
 """
 import runpy
 import sys
+import types
 
 USAGE = "usage: python -m ringloader SCRIPT [ARGS...] | -m MODULE [ARGS...]"
 
 
 def swap_dataloader():
     """Make ``torch.utils.data.DataLoader`` ringloader's (what a monkeypatch
-    in the script would do)."""
+    in the script would do), and ``torch.utils.data.dataloader.DataLoader``
+    as a script imports it (``from torch.utils.data.dataloader import
+    DataLoader``)."""
     import torch.utils.data
+    import torch.utils.data.dataloader
 
     from .dataloader import DataLoader
     torch.utils.data.DataLoader = DataLoader
+    module = sys.modules["torch.utils.data.dataloader"]
+    if not isinstance(module, _LoaderModuleView):
+        view = _LoaderModuleView(module, DataLoader)
+        sys.modules["torch.utils.data.dataloader"] = view
+        torch.utils.data.dataloader = view
+
+
+class _LoaderModuleView(types.ModuleType):
+    """torch.utils.data.dataloader as scripts import from it: every name is
+    the module's own but ``DataLoader``. The module itself is left alone:
+    torch's code there reads ``DataLoader`` as a global
+    (``super(DataLoader, self).__setattr__``), which must stay torch's class
+    (ringloader's subclasses it: the swapped name recursed there)."""
+
+    def __init__(self, module, loader):
+        super().__init__(module.__name__, module.__doc__)
+        for name in ("__file__", "__spec__", "__loader__", "__package__", "__path__"):
+            if hasattr(module, name):
+                setattr(self, name, getattr(module, name))
+        self._ringloader_module = module
+        self.DataLoader = loader
+
+    def __getattr__(self, name):
+        return getattr(self._ringloader_module, name)
+
+    def __dir__(self):
+        return sorted(set(dir(self._ringloader_module)) | {"DataLoader"})
 
 
 def main(argv):

@@ -12,7 +12,7 @@ import types
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from . import _batches, _native_datasets, _stream
+from . import _batches, _iterable, _native_datasets, _stream
 from ._backend import Order
 from ._distributed import ShardSampler, resolve_rank
 from ._ringloader import OptionError
@@ -29,7 +29,7 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     """The checked arguments, as a namespace: shuffle, auto_workers, source,
     target_transform, batch_size, drop_last, sampler, batch_sampler, order,
     rank, world_size, seed, sharded, mix, native_shuffle."""
-    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=_check_counts(
+    out = types.SimpleNamespace(shuffle=shuffle, auto_workers=check_counts(
         num_workers, timeout, prefetch_factor))
     # Unbatched loading hands out samples as the dataset makes them: a
     # torchvision dataset then stays in Python workers.
@@ -77,7 +77,7 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
 _TORCH_PREFETCH_DEFAULT = 2 if int(torch.__version__.split(".")[0]) < 2 else None
 
 
-def _check_counts(num_workers, timeout, prefetch_factor):
+def check_counts(num_workers, timeout, prefetch_factor):
     """Returns whether num_workers is "auto"."""
     auto_workers = isinstance(num_workers, str) and num_workers == "auto"
     if isinstance(num_workers, str) and not auto_workers:
@@ -127,6 +127,20 @@ def _source(dataset, native, worker_init_fn):
         raise OptionError("worker_init_fn: ringloader's native workers run "
                           "no Python, so there is nothing to initialise")
     return source, target_transform
+
+
+def torch_serves(signature, args, kwargs):
+    """Why torch's own DataLoader serves the dataset of DataLoader(*args,
+    **kwargs) (`signature`: DataLoader.__init__'s), or None when ringloader
+    does (or the arguments do not bind: __init__ then says what is wrong)."""
+    try:
+        bound = signature.bind(None, *args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    values = bound.arguments
+    return _iterable.fallback_reason(values["dataset"], values["num_workers"],
+                                     values["device"])
 
 
 def _check_dataset(dataset, multiprocessing_context):

@@ -75,15 +75,31 @@ class _SlotPickler(pickle.Pickler):
     def persistent_id(self, obj):
         if not _travels_out_of_band(obj):
             return None
+        dense, order = _dense_layout(obj)
         nbytes = obj.numel() * obj.element_size()
         offset = _align(self.next)
         if offset + nbytes > self.capacity:
             raise TooBig(offset + nbytes, self.capacity)
         if nbytes:
             at = self.start + offset
-            self.whole[at:at + nbytes].view(obj.dtype).view(obj.shape).copy_(obj)
+            self.whole[at:at + nbytes].view(obj.dtype).view(dense.shape).copy_(dense)
         self.next = offset + nbytes
-        return (offset, obj.dtype, tuple(obj.shape), obj.requires_grad)
+        return (offset, obj.dtype, tuple(dense.shape), obj.requires_grad, order)
+
+
+def _dense_layout(tensor):
+    """(the tensor with its dimensions in memory order, that order or None).
+    torch's workers hand tensors over with their strides (a permuted
+    PILToTensor image, channels_last), and models give slightly different
+    sums for another layout: a dense tensor keeps its strides here too.
+    Others (overlapping, sliced) travel contiguous, as their values."""
+    if tensor.is_contiguous():
+        return tensor, None
+    order = sorted(range(tensor.dim()), key=lambda d: (-tensor.stride(d), -tensor.size(d)))
+    permuted = tensor.permute(order)
+    if permuted.is_contiguous():
+        return permuted, tuple(order)
+    return tensor.contiguous(), None
 
 
 def encode_into(batch, slot, start=0):
@@ -211,8 +227,10 @@ class _SlotUnpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         try:
-            offset, dtype, shape, requires_grad = pid
+            offset, dtype, shape, requires_grad, order = pid
             shape = tuple(int(n) for n in shape)
+            if order is not None and sorted(order) != list(range(len(shape))):
+                raise ValueError(order)
             numel = 1
             for n in shape:
                 if n < 0:
@@ -230,8 +248,10 @@ class _SlotUnpickler(pickle.Unpickler):
                                f"{self.end} bytes")
         at = self.start + offset
         tensor = self.raw[at:at + nbytes].view(dtype).view(shape)
+        if order is not None:  # back to the sender's dimension order
+            tensor = tensor.permute(sorted(range(len(order)), key=order.__getitem__))
         if nbytes <= SMALL_TENSOR_BYTES:
-            tensor = tensor.clone()
+            tensor = tensor.clone(memory_format=torch.preserve_format)
         return tensor.requires_grad_() if requires_grad else tensor
 
 

@@ -153,7 +153,9 @@ class RingIterator:
             if self._backend.collate_in_trainer:  # the samples: collate them here
                 out = collate(out)  # (padding made no sample)
         else:
-            _ringloader.trim_storage(data, start)
+            # (The header stays inside: a batch put back after Ctrl-C is
+            # finished again, and reads it.)
+            _ringloader.trim_storage(data, start + _batch_codec.HEADER_BYTES)
             size, indices = self._loader._slot_batch_size, batch.sample_indices[:length]
             if collate is None or collate is default_collate:
                 out = _collate.collate_batch(layout, data, size, indices,

@@ -284,10 +284,8 @@ class PythonWorkers:
         command = [sys.executable, "-S", _STUB, reply["address"]]
         try:
             sample_bytes, options = self._geometry(batch_structure)
-            # The padding index (len(dataset)) must be a valid one for the plan.
-            size = len(dataset) + (1 if self.batching["padded"] else 0)
             native = _ringloader.NativeLoader.external(
-                command, token.encode(), size, sample_bytes, options,
+                command, token.encode(), self._plan_size(dataset), sample_bytes, options,
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
@@ -300,7 +298,13 @@ class PythonWorkers:
             self._server = server
         self.native, self.batch_structure = native, batch_structure
         self.encoded_start = _batch_codec.encoded_start(
-            batch_structure.sample_bytes * self.options["batch_size"])
+            0 if batch_structure is None  # an IterableDataset's (_iterable.py)
+            else batch_structure.sample_bytes * self.options["batch_size"])
+
+    def _plan_size(self, dataset):
+        """Indices the native loader plans over. The padding index
+        (len(dataset)) must be a valid one for the plan."""
+        return len(dataset) + (1 if self.batching["padded"] else 0)
 
     def _geometry(self, batch_structure):
         """(the native loader's sample_bytes, its options): slots of the

@@ -247,6 +247,10 @@ class LoaderServer:
         try:
             self.config = pickle.loads(payload)
             self.config["parent_pid"] = header["parent_pid"]
+            if self.config.get("iterable") is not None:
+                # An IterableDataset has no sample 0 to probe: its worker
+                # runs the iterator and encodes whole batches (_iterable_worker).
+                return {"batch_structure": pickle.dumps(None)}
             stage = "sample"
             from ringloader._batch_structure import BatchStructure
             sample = self.config["dataset"][0]
@@ -388,7 +392,10 @@ class LoaderServer:
                 if fd > 2:
                     os.close(fd)
             os.close(fds[4])  # the config memfd: the payload came by socket
-            from ringloader import _worker
+            if self.config.get("iterable") is not None:
+                from ringloader import _iterable_worker as _worker
+            else:
+                from ringloader import _worker
             code = _worker.serve(index, server_pid, self.config, ring_fd=fds[3])
         except BaseException:  # noqa: BLE001
             traceback.print_exc()

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """ringloader.DataLoader: torch.utils.data.DataLoader's signature and
 behaviour, fed by ringloader's ring instead of pickled worker queues."""
+import inspect
 import warnings
 
 import torch
 from torch.utils.data._utils.collate import default_collate, default_convert
 
-from . import _arguments, _device, _in_process, _options, _ring, _stream
+from . import _arguments, _device, _in_process, _iterable, _options, _ring, _stream
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -91,6 +92,15 @@ class DataLoader(torch.utils.data.DataLoader):
     ringloader's own (Philox keyed by seed and epoch), not torch's generator.
     Passing a ``DistributedSampler`` as ``sampler`` works as with torch.
 
+    ``IterableDataset`` (docs/drop_in.md): each worker runs its own
+    iterator, with torch's ``get_worker_info()``, seeds, ``worker_init_fn``
+    and ``collate_fn`` in the worker; batches come round-robin over the
+    workers, as torch's, as views of the ring (``max_batch_bytes`` as
+    above). ``num_workers=0``, DataPipes and a
+    ``device`` get torch's own DataLoader (said in a warning).
+    ``state_dict()`` needs a dataset with ``state_dict()`` and
+    ``load_state_dict()`` (torchdata's convention).
+
     ``state_dict()`` / ``load_state_dict()`` save and restore the position
     between batches (like torchdata's StatefulDataLoader): a fresh loader
     with the same configuration goes on with the remaining batches of the
@@ -108,6 +118,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
     _attached_class = None
+    # torch's own loader in our clothes, for datasets the ring does not
+    # serve (_torch_fallback.py declares it).
+    _fallback_class = None
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None,
                  batch_sampler=None, num_workers=0, collate_fn=None,
@@ -129,6 +142,14 @@ class DataLoader(torch.utils.data.DataLoader):
                  attach=None, in_order=True):
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
+        if isinstance(dataset, torch.utils.data.IterableDataset):  # see _iterable.py
+            self._init_iterable(dataset, batch_size, shuffle, sampler, batch_sampler,
+                                num_workers, collate_fn, pin_memory, drop_last, timeout,
+                                worker_init_fn, multiprocessing_context, generator,
+                                prefetch_factor, persistent_workers, pin_memory_device,
+                                hang_timeout, max_batch_retries, held_batches, in_order,
+                                max_batch_bytes)
+            return
         args = _arguments.resolve(
             dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
             batch_sampler=batch_sampler, num_workers=num_workers, drop_last=drop_last,
@@ -173,6 +194,44 @@ class DataLoader(torch.utils.data.DataLoader):
                 to_device, _worker_batching(args, collate_fn, max_batch_bytes))
         else:
             self._backend = _in_process.InProcessBackend(args.order)
+
+    def _init_iterable(self, dataset, batch_size, shuffle, sampler, batch_sampler,
+                       num_workers, collate_fn, pin_memory, drop_last, timeout,
+                       worker_init_fn, multiprocessing_context, generator,
+                       prefetch_factor, persistent_workers, pin_memory_device,
+                       hang_timeout, max_batch_retries, held_batches, in_order,
+                       max_batch_bytes):
+        """An IterableDataset's loader: torch's attributes, and workers that
+        each run the dataset's iterator into the ring (_iterable.py).
+        ``max_batch_bytes``: the most bytes one encoded batch may take
+        (its slot's virtual size, as for a map-style dataset)."""
+        _arguments.check_counts(num_workers, timeout, prefetch_factor)
+        _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
+        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = _iterable.samplers(batch_size, drop_last)
+        self.pin_memory = pin_memory
+        self.prefetch_factor = _arguments.prefetch_factor_read_back(prefetch_factor, num_workers)
+        self.persistent_workers, self.generator = persistent_workers, generator
+        self.in_order, self.pin_memory_device = in_order, pin_memory_device
+        self.collate_fn = collate_fn  # None reads back as None, as torch's here
+        self.multiprocessing_context = multiprocessing_context
+        self.worker_init_fn, self.device = worker_init_fn, "cpu"
+        self.rank, self.world_size, self.seed = 0, 1, None
+        if held_batches not in _options.SPECS["held_batches"]["choices"]:
+            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
+        options = {
+            # The ring of one worker: its prefetched batches, the one the
+            # trainer holds and the one it waits for.
+            "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
+            "seed": 0, "on_error": "raise", "hang_timeout_s": float(hang_timeout),
+            "max_batch_retries": int(max_batch_retries), "held_batches": held_batches,
+            "pin_memory": bool(pin_memory)}
+        if timeout:
+            options["timeout_s"] = float(timeout)
+        # torch pins batches only where CUDA is (its pin_memory thread).
+        pin = bool(pin_memory) and torch.cuda.is_available()
+        self._backend = _iterable.IterableBackend(dataset, options, max_batch_bytes, pin)
 
     def _loader_options(self, args, num_workers, max_auto_workers,
                         ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,
@@ -232,14 +291,22 @@ class DataLoader(torch.utils.data.DataLoader):
         # (attached.py, which imports this module: hence no import here).
         if kwargs.get("attach") is not None and cls is DataLoader:
             return super().__new__(DataLoader._attached_class)
+        # A dataset the ring does not serve: torch's own loader, said once.
+        reason = _arguments.torch_serves(_SIGNATURE, args, kwargs)
+        if reason is not None and DataLoader._fallback_class is not None:
+            return super().__new__(DataLoader._fallback_class.class_for(cls, reason))
         return super().__new__(cls)
 
-    def __init_subclass__(cls, attaches=False, **kwargs):
+    def __init_subclass__(cls, attaches=False, torch_fallback=False, **kwargs):
         super().__init_subclass__(**kwargs)
         if attaches:
             DataLoader._attached_class = cls
+        if torch_fallback:
+            DataLoader._fallback_class = cls
 
     def __len__(self):
+        if isinstance(self.dataset, torch.utils.data.IterableDataset):
+            return _iterable.loader_len(self)  # torch's (TypeError without len)
         return len(self._index_batches)
 
     def set_epoch(self, epoch):
@@ -310,6 +377,9 @@ class DataLoader(torch.utils.data.DataLoader):
 
     def worker_pids(self):
         return self._backend.worker_pids()
+
+
+_SIGNATURE = inspect.signature(DataLoader.__init__)
 
 
 def _sampler_len(sampler):

@@ -83,6 +83,7 @@ def test_every_module_imports():
 # worker info (what torch's workers set), and the memfds a converted
 # dataset owns (set on it by the conversion that made it).
 _ALLOWED_WRITES = {("_worker.py", "torch_worker._worker_info"),
+                   ("_iterable_worker.py", "torch_worker._worker_info"),
                    ("_native_datasets.py", "owner._memfds")}
 
 

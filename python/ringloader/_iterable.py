@@ -1,0 +1,348 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""An IterableDataset through the ring, with torch's semantics.
+
+Each of the ``num_workers`` workers runs its own iterator
+(_iterable_worker.py), with ``get_worker_info()``, seeds and
+``worker_init_fn`` as torch's, collates in the worker and encodes the batch
+into a ring slot (_batch_codec); the trainer decodes it, tensors as views
+of the slot (no copy). A batch belongs to the worker that made it, so each
+worker has a native loader of its own (one-worker pool, its own ring): its
+tasks are an endless streamed order of dummy indices, each meaning "your
+next batch", planned CHUNK_TASKS at a time. The trainer takes batches
+round-robin over the workers, skipping those whose stream ended, which is
+torch's order (``_MultiProcessingDataLoaderIter._next_data``).
+
+Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
+from the loader's generator, the dataset as it is then), or kept with
+``persistent_workers`` (seeded once, a new iterator per epoch).
+
+What torch's own loader serves instead (_torch_fallback.py, see
+``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
+import torch
+from torch.utils.data import BatchSampler, IterableDataset
+from torch.utils.data._utils.collate import default_collate, default_convert
+from torch.utils.data.sampler import Sampler
+
+from . import _batch_codec, _exceptions, _python_workers
+from ._iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
+from . import _ringloader
+from ._ringloader import Error, OptionError, WorkerError
+
+CHUNK_TASKS = 4096
+# A slot's virtual size must fit an off_t and the address space.
+_MAX_BATCH_BYTES = 1 << 40
+
+
+def fallback_reason(dataset, num_workers, device):
+    """Why torch's own loader serves this IterableDataset, or None."""
+    if not isinstance(dataset, IterableDataset):
+        return None
+    name = type(dataset).__name__
+    try:
+        from torch.utils.data import IterDataPipe
+        if isinstance(dataset, IterDataPipe):
+            return (f"{name} is a DataPipe (torch seeds and shards its graph itself), "
+                    f"which ringloader's ring does not load")
+    except ImportError:
+        pass
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers <= 0:
+        return (f"{name} is an IterableDataset with num_workers={num_workers!r} "
+                f"(no worker processes, so nothing for the ring to carry)")
+    if str(device) != "cpu":
+        return f"{name} is an IterableDataset with device={device!r}, which the ring does not load"
+    return None
+
+
+class InfiniteConstantSampler(Sampler):
+    """What torch's loader shows as ``sampler`` for an IterableDataset."""
+
+    def __init__(self):
+        super().__init__(None)
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+def check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last):
+    """torch's checks for an IterableDataset, in torch's words."""
+    for name, value in (("shuffle", shuffle), ("sampler", sampler),
+                        ("batch_sampler", batch_sampler)):
+        if value not in (None, False):
+            raise OptionError(f"DataLoader with IterableDataset: expected unspecified "
+                              f"{name} option, but got {name}={value}")
+    if batch_size is None and drop_last:
+        raise OptionError("batch_size=None option disables auto-batching and is "
+                          "mutually exclusive with drop_last")
+
+
+def samplers(batch_size, drop_last):
+    """(sampler, batch_sampler) as torch's loader shows them."""
+    sampler = InfiniteConstantSampler()
+    return sampler, (None if batch_size is None
+                     else BatchSampler(sampler, batch_size, drop_last))
+
+
+def loader_len(loader):
+    """torch's len() of a loader over an IterableDataset (TypeError
+    without the dataset's own len)."""
+    length = len(loader.dataset)
+    if loader.batch_size is not None:
+        length = length // loader.batch_size if loader.drop_last \
+            else -(-length // loader.batch_size)
+    return length
+
+
+def _stateful(dataset):
+    return callable(getattr(dataset, "state_dict", None)) and \
+        callable(getattr(dataset, "load_state_dict", None))
+
+
+def _check_stateful(dataset):
+    if not _stateful(dataset):
+        raise OptionError(
+            "ringloader: state_dict() needs an IterableDataset with state_dict() and "
+            "load_state_dict() (torchdata's convention): its position lives in each "
+            "worker's iterator, which cannot be saved or replayed otherwise")
+
+
+class _StreamWorker(_python_workers.PythonWorkers):
+    """One worker's loader server and native loader: a one-worker pool over
+    one dummy index; a slot holds one encoded batch of up to max_batch_bytes
+    (virtually: pages are committed as written)."""
+
+    def __init__(self, dataset, options, stream):
+        # PythonWorkers' fields, set here: its __init__ probes dataset[0].
+        self.options, self.max_pickled_bytes, self.iterated = options, None, True
+        self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
+        self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
+                      "batch_size": 1, "iterable": stream}
+        self.native = self.batch_structure = None
+        self.encoded_start = 0
+        self.payload = self._pickle(dataset)
+        self._start(dataset)
+
+    def _plan_size(self, dataset):
+        return 1
+
+    def _geometry(self, batch_structure):
+        # Never pinned whole: pinning would commit the virtual slots.
+        return (_batch_codec.slot_bytes(0, self.batching["max_batch_bytes"]),
+                dict(self.options, pin_memory=False))
+
+    def plan(self, iteration, chunk):
+        """Starts `chunk` of `iteration`: CHUNK_TASKS more batches to make."""
+        self.native.set_order([0] * CHUNK_TASKS)
+        self.native.set_epoch(iteration * CHUNK_SPAN + chunk)
+        self.native.start_epoch()
+
+
+class IterableBackend:
+    """The workers of a loader over an IterableDataset, kept across epochs
+    when persistent; one iterator per epoch (the same object, reset, when
+    persistent, as torch's)."""
+
+    in_ring = True
+    converted = False
+
+    def __init__(self, dataset, options, max_batch_bytes, pin):
+        self._dataset, self._pin = dataset, pin
+        if not 1 <= int(max_batch_bytes) <= _MAX_BATCH_BYTES:
+            raise OptionError(f"ringloader: max_batch_bytes must be in [1, "
+                              f"{_MAX_BATCH_BYTES}], got {max_batch_bytes}")
+        self._max_batch_bytes = int(max_batch_bytes)
+        self._options = dict(options, batch_size=1, num_workers=1, drop_last=False,
+                             shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
+        self._workers = None
+        self._iterator = None
+        self.generation = 0   # iter() calls: an iterator of an older one is stale
+        self._iteration = 0   # of the persistent workers
+        self._resume = None   # a loaded position, for the next iter()
+
+    @property
+    def native(self):
+        return None
+
+    def iterate(self, loader):
+        self.generation += 1
+        resume, self._resume = self._resume, None
+        if not loader.persistent_workers or self._workers is None or resume is not None:
+            self._workers = None  # the old servers end before new ones start
+            self._workers = self._start(loader, resume)
+            self._iteration = 0
+        else:
+            self._iteration += 1
+        for worker in self._workers:
+            worker.plan(self._iteration, 0)
+        if not (loader.persistent_workers and self._iterator is not None):
+            self._iterator = IterableIterator(loader, self, self._pin)
+        self._iterator.restart(self._workers, self._iteration, resume)
+        return self._iterator
+
+    def _start(self, loader, resume):
+        # torch's iterator draws its workers' base seed at creation.
+        base_seed = torch.empty((), dtype=torch.int64).random_(
+            generator=loader.generator).item()
+        collate = loader.collate_fn
+        if collate is None:
+            collate = default_collate if loader.batch_size is not None else default_convert
+        return [_StreamWorker(loader.dataset, self._options, {
+            "worker_id": worker_id, "num_workers": loader.num_workers,
+            "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
+            "collate_fn": collate, "batch_size": loader.batch_size,
+            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
+            "stateful": _stateful(loader.dataset),
+            "resume": None if resume is None else resume["worker_states"][worker_id]})
+            for worker_id in range(loader.num_workers)]
+
+    def epoch_ended(self, loader):
+        if not loader.persistent_workers:
+            self._workers = None  # as torch's non-persistent workers end
+
+    def set_epoch(self, epoch):
+        """Passed on to the dataset if it has set_epoch (WebDataset, Hugging
+        Face streaming): workers started by the next iter() see it
+        (persistent ones keep the copy they started with, as torch's)."""
+        if hasattr(self._dataset, "set_epoch"):
+            self._dataset.set_epoch(epoch)
+
+    def state_dict(self, loader):
+        """The position between batches, for a dataset with state_dict() and
+        load_state_dict() (torchdata's convention): each worker's dataset
+        state after the last batch taken from it, and the round-robin turn."""
+        _check_stateful(loader.dataset)
+        state = {"iterable_dataset": True, "num_workers": loader.num_workers,
+                 "in_progress": False}
+        if self._iterator is not None and self._iterator.in_progress:
+            state.update(self._iterator.position(), in_progress=True)
+        return state
+
+    def load_state_dict(self, loader, state):
+        """The next iter() goes on from `state` (state_dict() of a loader with
+        the same dataset and number of workers), with new workers."""
+        _check_stateful(loader.dataset)
+        if not isinstance(state, dict) or not state.get("iterable_dataset"):
+            raise OptionError("ringloader: not the state_dict() of a loader over an "
+                              "IterableDataset")
+        if state["num_workers"] != loader.num_workers:
+            raise OptionError(f"ringloader: the state was saved with num_workers="
+                              f"{state['num_workers']}, this loader has "
+                              f"{loader.num_workers}: an IterableDataset's streams are "
+                              f"per worker")
+        self._resume = state if state["in_progress"] else None
+        self._workers = None if state["in_progress"] else self._workers
+
+    def stats(self):
+        workers = self._workers or []
+        return {"iterable_workers": [worker.native.stats() for worker in workers]}
+
+    def stats_text(self):
+        workers = self._workers or []
+        return "\n".join(f"worker {n}: {worker.native.stats_text()}"
+                         for n, worker in enumerate(workers))
+
+    def worker_pids(self):
+        workers = self._workers or []
+        return [pid for worker in workers for pid in worker.native.worker_pids()]
+
+
+class IterableIterator:
+    """One epoch: batches round-robin over the workers, skipping those whose
+    stream ended; StopIteration once all have."""
+
+    def __init__(self, loader, backend, pin):
+        self._loader, self._backend, self._pin = loader, backend, pin
+
+    def restart(self, workers, iteration, resume=None):
+        self._workers, self._iteration = list(workers), iteration
+        self._generation = self._backend.generation
+        self._active = list(range(len(workers)))  # workers whose stream goes on
+        self._chunks = [0] * len(workers)
+        self._turn = 0
+        self._done = False
+        self._states = [None] * len(workers)  # each dataset's after its last batch
+        if resume is not None:
+            self._active, self._turn = list(resume["active"]), int(resume["turn"])
+            self._states = list(resume["worker_states"])
+        # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
+        # native loader handed out that reached us, and why we cannot go on.
+        self._received = [worker.native.batches_handed_out() for worker in workers]
+        self._lost = None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return loader_len(self._loader)
+
+    @property
+    def in_progress(self):
+        return not self._done
+
+    def position(self):
+        return {"worker_states": list(self._states), "active": list(self._active),
+                "turn": self._turn}
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration  # again and again, as torch's iterator
+        if self._generation != self._backend.generation:
+            raise Error("ringloader: this iterator's epoch was superseded by a later "
+                        "iter(loader) on the same loader: keep one iterator per loader")
+        if self._lost is not None:
+            raise Error(self._lost)
+        while self._active:
+            position = self._turn % len(self._active)
+            batch = self._take(self._active[position])
+            if batch is END:
+                del self._active[position]
+                self._turn = position  # the next worker has moved into it
+                continue
+            self._turn = position + 1
+            if self._pin:  # as torch's pin_memory thread does, here
+                from torch.utils.data._utils.pin_memory import pin_memory
+                return pin_memory(batch)
+            return batch
+        self._done, self._workers = True, []
+        self._backend.epoch_ended(self._loader)
+        raise StopIteration
+
+    def _take(self, worker_id):
+        """Worker `worker_id`'s next batch, or END."""
+        worker = self._workers[worker_id]
+        while True:
+            try:
+                raw = worker.native.next()
+            except WorkerError as error:
+                # The iterator's (or collate_fn's) exception, with its own type.
+                raise _exceptions.from_worker(error) from None
+            except BaseException:
+                # A signal (Ctrl-C) in the instant after the native call
+                # returned drops its batch: going on would skip it.
+                if worker.native.batches_handed_out() != self._received[worker_id]:
+                    self._lost = _exceptions.dropped_by_signal(
+                        (self._iteration, f"{self._received[worker_id]} of worker {worker_id}"),
+                        "start a new epoch with iter(loader)")
+                raise
+            if raw is not None:
+                break
+            # This chunk of the worker's endless order is used up: the next.
+            self._chunks[worker_id] += 1
+            worker.plan(self._iteration, self._chunks[worker_id])
+        self._received[worker_id] += 1
+        try:
+            slot = raw.data.reshape(-1)
+            # The slot is virtually max_batch_bytes large: its storage is cut
+            # to what the batch uses (header included, so a batch put back is
+            # read again), so a kept batch's spill copies that only.
+            _ringloader.trim_storage(slot, _batch_codec.encoded_end(slot))
+            batch = _batch_codec.decode(slot)
+        except BaseException as error:
+            if not isinstance(error, Exception):  # Ctrl-C: the next next() has it
+                worker.native.put_back(raw)
+                self._received[worker_id] -= 1
+            raise
+        if isinstance(batch, Snapshot):
+            self._states[worker_id] = batch.state
+            batch = batch.batch
+        return END if isinstance(batch, EndOfStream) else batch
