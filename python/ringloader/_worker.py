@@ -92,13 +92,13 @@ class _BatchFiller:
         self.current = None  # the sample being made (named by a failure)
 
     def fill(self, slot, task):
-        samples = [i for i in task.samples if i != self.padding_index]
         if self.mode == "structured":
             self._structured(slot, task.samples, task.epoch)
-        elif self.mode == "collate":
-            self._encode(slot, self.collate(self._fetch(samples, task.epoch)), task)
-        else:
-            self._encode(slot, self.collate(self._fetch(samples, task.epoch)[0]), task)
+            return
+        indices = task.samples
+        samples = self._fetch([i for i in indices if i != self.padding_index], task.epoch)
+        batch = self.collate(samples if self.mode == "collate" else samples[0])
+        self._encode(slot, batch, indices)
 
     def _fetch(self, indices, epoch, into=None):
         out = [] if into is None else into
@@ -135,17 +135,16 @@ class _BatchFiller:
         self._fetch([i for i in indices[outgrown + 1:] if i != padding], epoch, kept)
         writer.release()
         if self.collate_in_trainer:  # the samples themselves, for its collate_fn
-            self._encode(slot, kept, None, indices)
+            self._encode(slot, kept, indices)
             return
         from torch.utils.data._utils.collate import default_collate
-        self._encode(slot, default_collate(kept), None, indices)
+        self._encode(slot, default_collate(kept), indices)
 
-    def _encode(self, slot, batch, task, indices=None):
+    def _encode(self, slot, batch, indices):
         from ringloader._ringloader import OptionError
         try:
             _codec.encode_into(batch, slot, self.start)
         except _codec.TooBig as error:
-            indices = task.samples if indices is None else indices
             raise OptionError(
                 f"ringloader: the batch of samples {list(indices)[:8]} needs at least "
                 f"{error.needed} bytes in its ring slot, over the {error.capacity} "

@@ -401,8 +401,8 @@ def _worker_batching(args, collate_fn, max_batch_bytes):
     if int(max_batch_bytes) < 1:
         raise OptionError(f"ringloader: max_batch_bytes must be >= 1, got {max_batch_bytes}")
     batching = {"max_batch_bytes": int(max_batch_bytes), "collate_in_trainer": False}
-    if collate_fn is default_collate or (collate_fn is default_convert and args.unbatched):
-        collate_fn = None if not args.unbatched else collate_fn
+    if collate_fn is default_collate and not args.unbatched:
+        collate_fn = None  # the fused default collate
     elif not _picklable(collate_fn):
         if args.unbatched:
             raise OptionError("ringloader: batch_size=None runs collate_fn in the "

@@ -17,6 +17,15 @@ from ringloader import _build_info
 FAKE_VERSION = "9.9.9+other"
 
 
+def _refusal(result):
+    """The one ImportError line the child printed, naming both versions."""
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line.startswith("IMPORT-ERROR:"), result.stdout + result.stderr
+    assert FAKE_VERSION in line and torch.__version__ in line
+    return line
+
+
 def test_built_against_the_torch_this_python_imports():
     assert _build_info.TORCH_VERSION == torch.__version__
     assert _build_info.CXX11_ABI == int(torch._C._GLIBCXX_USE_CXX11_ABI)
@@ -54,10 +63,7 @@ def test_another_torch_raises_one_import_error_naming_both_and_the_fix(tmp_path)
         else:
             print("IMPORTED")
     """)
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
-    assert line.startswith("IMPORT-ERROR:"), result.stdout + result.stderr
-    assert FAKE_VERSION in line and torch.__version__ in line
+    line = _refusal(result)
     assert "pip install --no-build-isolation" in line and "Torch_DIR" in line
 
 
@@ -80,8 +86,5 @@ def test_the_extension_alone_refuses_another_torch(tmp_path):
         else:
             print("IMPORTED")
     """)
-    assert result.returncode == 0, result.stderr
-    line = result.stdout.strip()
-    assert line.startswith("IMPORT-ERROR:"), result.stdout + result.stderr
-    assert FAKE_VERSION in line and torch.__version__ in line
+    line = _refusal(result)
     assert "pip install --no-build-isolation" in line

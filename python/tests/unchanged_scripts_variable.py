@@ -53,29 +53,30 @@ def pytorch_nce():
     return root if all(os.path.exists(os.path.join(root, n)) for n in needed) else None
 
 
-def nce_dependencies():
-    """The folder holding tqdm and dill for Pytorch-NCE ("" when they import
-    as they are), or None."""
+def _installed(modules, folder):
+    """"" when every module imports as is, the cached pip --target `folder`
+    where it holds them, or None."""
+    import importlib
     try:
-        import dill  # noqa: F401
-        import tqdm  # noqa: F401
+        for module in modules:
+            importlib.import_module(module)
         return ""
     except ImportError:
         pass
-    target = os.path.join(CACHE, "nce-deps-py311")
-    return target if os.path.isdir(os.path.join(target, "tqdm")) else None
+    target = os.path.join(CACHE, folder)
+    return target if all(os.path.isdir(os.path.join(target, m)) for m in modules) else None
+
+
+def nce_dependencies():
+    """The folder holding tqdm and dill for Pytorch-NCE ("" when they import
+    as they are), or None."""
+    return _installed(("dill", "tqdm"), "nce-deps-py311")
 
 
 def pycocotools_path():
     """"" when pycocotools imports as is, the cached --target folder where it
     was installed there, or None."""
-    try:
-        import pycocotools  # noqa: F401
-        return ""
-    except ImportError:
-        pass
-    target = os.path.join(CACHE, "pycocotools-py311")
-    return target if os.path.isdir(os.path.join(target, "pycocotools")) else None
+    return _installed(("pycocotools",), "pycocotools-py311")
 
 
 def environment(*extra):
