@@ -4,6 +4,7 @@
 // every process sees the same samples in the same order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@ namespace ringloader {
 namespace data {
 struct TarIndex;
 class SampleTable;
+class TensorRows;
 }
 
 // One sample of a file-backed dataset: an encoded image and its label.
@@ -83,6 +85,37 @@ struct RINGLOADER_EXPORT MixOptions {
 // Throws OptionError for non-positive weights or empty parts.
 RINGLOADER_EXPORT std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
                                 const std::vector<double>& weights, int64_t epoch_size);
+
+// The element types of Dataset::tensor_rows (torch's dtypes of those
+// names; JSON and Python spell them "uint8", "int8", "int16", "int32",
+// "int64", "float16", "bfloat16", "float32", "float64", "bool").
+enum class ElementType : uint8_t {
+  kUInt8 = 0, kInt8, kInt16, kInt32, kInt64,
+  kFloat16, kBFloat16, kFloat32, kFloat64, kBool,
+};
+RINGLOADER_EXPORT const char* name_of(ElementType type);
+// OptionError listing the valid names for an unknown one.
+RINGLOADER_EXPORT ElementType element_type_from_name(const std::string& name);
+// Bytes of one element; OptionError for a value outside the enum (a code
+// read from memory another process wrote is checked with it).
+RINGLOADER_EXPORT size_t element_size(ElementType type);
+
+// The rows of an in-memory tensor (Dataset::tensor_rows). Plain data; the
+// memory it points to is only read, and only during the call.
+struct RINGLOADER_EXPORT TensorRowsData {
+  // row_count rows, row-major and contiguous (a C-contiguous tensor's
+  // storage). Default: null (an OptionError).
+  const void* rows = nullptr;
+  // Default: 0 (an OptionError: a dataset has rows).
+  int64_t row_count = 0;
+  // Default: kFloat32.
+  ElementType type = ElementType::kFloat32;
+  // The shape of one row, at most 8 dimensions (a tensor's shape without
+  // its first dimension). Default: {} (one element per row).
+  std::vector<int64_t> row_shape;
+  // row_count labels, or null. Default: null (every target is 0).
+  const int64_t* labels = nullptr;
+};
 
 // A value: immutable once made (factories scan, index and validate up
 // front), cheap to copy (a tar index and a sample table are shared, const),
@@ -156,6 +189,21 @@ class RINGLOADER_EXPORT Dataset {
   static Dataset mix(const std::vector<std::pair<Dataset, double>>& parts,
                      const MixOptions& options = {});
 
+  // Rows of an in-memory tensor and their labels (torch's TensorDataset of
+  // (features, int64 labels)): copied once into a sealed memfd that every
+  // worker maps read-only, and copied row by row into the ring slot with no
+  // decode and no pipeline (the Loader's Pipeline must be empty: OptionError
+  // otherwise). Batch::data is (N, *row_shape) of the rows' type,
+  // Batch::target the labels (0 without). Throws OptionError for an empty
+  // or malformed description (a row over 2 GiB, over 8 dimensions), IoError
+  // when the memfd cannot be made.
+  static Dataset tensor_rows(const TensorRowsData& rows);
+  // The rows another process (ringloader's Python layer) wrote in that
+  // format, opened by path (/proc/<pid>/fd/<n> of a sealed memfd). IoError
+  // naming the path and what is wrong: unsealed, corrupt header, offsets
+  // outside the file.
+  static Dataset tensor_rows(const std::string& memfd_path);
+
   int64_t size() const;
   // File-backed datasets: sample `index`'s path and label, read from the
   // shared table (bounds-checked; IoError naming the index when outside).
@@ -194,10 +242,12 @@ class RINGLOADER_EXPORT Dataset {
   // samples per shard in index order, the shuffle buffer.
   const std::shared_ptr<const data::TarIndex>& tar_index() const { return tar_; }
   const std::vector<int64_t>& shard_sizes() const { return shard_sizes_; }
+  // Tensor rows only (else null): the mapped rows workers copy from.
+  const std::shared_ptr<const data::TensorRows>& tensor_rows() const { return rows_; }
   int64_t shuffle_buffer() const { return shuffle_buffer_; }
 
  private:
-  enum class Kind { kFiles, kIdx, kTar };
+  enum class Kind { kFiles, kIdx, kTar, kRows };
   static Dataset from_tar_index(data::TarIndex index, ColorMode mode);
   static Dataset concat_tar(const std::vector<std::pair<Dataset, double>>& parts);
   static Dataset concat_files(const std::vector<std::pair<Dataset, double>>& parts);
@@ -216,6 +266,8 @@ class RINGLOADER_EXPORT Dataset {
   std::vector<int64_t> shard_sizes_;
   int64_t shuffle_buffer_ = 0;
   std::vector<MixPart> mix_;
+  std::shared_ptr<const data::TensorRows> rows_;
+  static Dataset from_rows(std::shared_ptr<const data::TensorRows> rows);
 };
 
 }  // namespace ringloader

@@ -6,6 +6,7 @@
 #include "loader/data/idx_file.h"
 #include "loader/data/sample_table.h"
 #include "loader/data/tar_index.h"
+#include "loader/data/tensor_rows.h"
 #include "ringloader/errors.h"
 
 namespace ringloader {
@@ -20,6 +21,21 @@ ColorMode mode_from_name(const std::string& name) {
   if (name == "RGB") return ColorMode::kRGB;
   throw OptionError("ringloader: unknown color mode '" + name +
                     "' (expected \"RGB\" or \"L\")");
+}
+
+// A worker's copy: the trainer's memfd, checked against what the
+// description says (a different file behind the path is refused).
+Dataset rows_from_json(const nlohmann::json& description) {
+  const auto path = description.at("rows").get<std::string>();
+  Dataset dataset = Dataset::tensor_rows(path);
+  const auto rows = dataset.tensor_rows();
+  if (rows->size() != description.at("count").get<int64_t>() ||
+      rows->row_bytes() != description.at("row_bytes").get<uint64_t>()) {
+    throw IoError("ringloader: tensor rows " + path + " hold " + std::to_string(rows->size()) +
+                  " rows of " + std::to_string(rows->row_bytes()) +
+                  " bytes, not what its description says");
+  }
+  return dataset;
 }
 
 }  // namespace
@@ -55,6 +71,7 @@ Dataset Dataset::idx(const std::string& images_path,
 
 int64_t Dataset::size() const {
   if (kind_ == Kind::kTar) return static_cast<int64_t>(tar_->samples.size());
+  if (kind_ == Kind::kRows) return rows_->size();
   return kind_ == Kind::kIdx ? idx_count_ : table_->size();
 }
 
@@ -88,6 +105,13 @@ nlohmann::json Dataset::to_json() const {
     return out;
   }
   out["mode"] = mode_name(mode_);
+  if (kind_ == Kind::kRows) {
+    out["kind"] = "rows";
+    out["rows"] = rows_->proc_path();
+    out["count"] = rows_->size();
+    out["row_bytes"] = rows_->row_bytes();
+    return out;
+  }
   if (kind_ == Kind::kIdx) {
     out["kind"] = "idx";
     out["images"] = idx_images_;
@@ -109,6 +133,7 @@ Dataset Dataset::from_json(const nlohmann::json& description) {
     tar.mix_ = mix_from_json(description);
     return tar;
   }
+  if (description.at("kind") == "rows") return rows_from_json(description);
   dataset.mix_ = mix_from_json(description);
   if (description.at("kind") == "idx") {
     dataset.kind_ = Kind::kIdx;

@@ -51,7 +51,7 @@ Dataset Dataset::mix(const std::vector<std::pair<Dataset, double>>& parts,
       throw OptionError("ringloader: mixed dataset " + std::to_string(p) +
                         " is itself a mix; list its parts instead");
     }
-    if (part.kind_ == Kind::kIdx || part.kind_ != kind) {
+    if (part.kind_ == Kind::kIdx || part.kind_ == Kind::kRows || part.kind_ != kind) {
       throw OptionError("ringloader: mixed dataset " + std::to_string(p) +
                         " is of another kind; a native mix is all file-backed "
                         "(image_folder / file_list) or all tar shards (mix others "

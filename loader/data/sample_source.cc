@@ -68,6 +68,7 @@ std::string SampleSource::describe(int64_t index) const {
   if (!dataset_.idx_images_path().empty()) {
     return describe_sample(index, dataset_.idx_images_path());
   }
+  if (copies_rows()) return "sample " + std::to_string(index) + " (tensor rows)";
   if (dataset_.tar_index()) return describe_tar_sample(*dataset_.tar_index(), index);
   try {
     return describe_sample(index, dataset_.sample_path(index));
@@ -86,6 +87,10 @@ int64_t SampleSource::load(int64_t index, transforms::Image& image,
   }
   if (!idx_images_.values.empty()) return load_idx(index, image);
   return load_encoded(index, image, file_bytes, timing, region);
+}
+
+int64_t SampleSource::copy_row(int64_t index, uint8_t* destination) const {
+  return dataset_.tensor_rows()->copy_row(index, destination);
 }
 
 int64_t SampleSource::read_encoded(int64_t index,

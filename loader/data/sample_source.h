@@ -10,6 +10,7 @@
 
 #include "loader/data/idx_file.h"
 #include "loader/data/tar_member_reader.h"
+#include "loader/data/tensor_rows.h"
 #include "ringloader/dataset.h"
 #include "transforms/decode/decode.h"
 #include "transforms/image.h"
@@ -39,6 +40,12 @@ class SampleSource {
   // (0 without a cache).
   int64_t shard_fetches() const;
   uint64_t shard_bytes_fetched() const;
+
+  // Tensor rows (Dataset::tensor_rows) have no image: copy_row writes
+  // sample `index`'s row straight to `destination` and returns its label
+  // (IoError naming the sample when it is outside).
+  bool copies_rows() const { return dataset_.tensor_rows() != nullptr; }
+  int64_t copy_row(int64_t index, uint8_t* destination) const;
 
   int64_t load(int64_t index, transforms::Image& image,
                std::vector<uint8_t>& file_bytes, SampleTiming& timing,

@@ -61,6 +61,23 @@ Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
   return batch;
 }
 
+torch::Tensor rows_view(const torch::Tensor& bytes, ElementType type,
+                        const std::vector<int64_t>& row_shape) {
+  static const torch::ScalarType kTypes[] = {
+      torch::kUInt8,   torch::kInt8,     torch::kInt16,   torch::kInt32,   torch::kInt64,
+      torch::kFloat16, torch::kBFloat16, torch::kFloat32, torch::kFloat64, torch::kBool};
+  const auto code = static_cast<size_t>(type);
+  if (code >= sizeof(kTypes) / sizeof(kTypes[0])) {
+    throw Error("ringloader: internal error: element type " + std::to_string(code));
+  }
+  const int64_t count = bytes.size(0);
+  std::vector<int64_t> sizes{count};
+  sizes.insert(sizes.end(), row_shape.begin(), row_shape.end());
+  // A slot starts page-aligned and rows are whole elements, so every row
+  // is aligned for its type.
+  return bytes.view({count, bytes.size(2)}).view(kTypes[code]).view(sizes);
+}
+
 Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring,
                       const std::shared_ptr<SlotReleaser>& releaser,
                       uint64_t batch_id) {

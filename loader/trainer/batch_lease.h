@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "loader/ring/ring.h"
 #include "loader/trainer/slot_releaser.h"
+#include "ringloader/dataset.h"
 #include "ringloader/loader.h"
 
 namespace ringloader::trainer {
@@ -25,6 +27,11 @@ namespace ringloader::trainer {
 Batch lease_batch(const std::shared_ptr<ring::Ring>& ring,
                   const std::shared_ptr<SlotReleaser>& releaser,
                   uint64_t batch_id, const SampleShape& shape, uint32_t sample_count);
+// A tensor-rows batch (Dataset::tensor_rows) as its rows' type and shape:
+// `bytes` (N, 1, row_bytes, 1) uint8, as lease_batch makes it, viewed as
+// (N, *row_shape) of `type`. A view: it shares (and so holds) the lease.
+torch::Tensor rows_view(const torch::Tensor& bytes, ElementType type,
+                        const std::vector<int64_t>& row_shape);
 // The same for external producers: `data` is the whole slot, flat uint8
 // [batch_size * sample_bytes]; `target` is empty.
 Batch lease_raw_batch(const std::shared_ptr<ring::Ring>& ring,

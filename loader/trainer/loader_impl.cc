@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "loader/data/tensor_rows.h"
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"
@@ -44,6 +45,19 @@ int default_intra_op_threads(const LoaderOptions& options) {
 
 }  // namespace
 
+// Rows are copied as they are: there is no image for a pipeline to
+// transform, nor channels for the device stage to normalise.
+void Loader::Impl::check_tensor_rows(const Dataset& dataset, const Pipeline& pipeline) const {
+  if (!dataset.tensor_rows()) return;
+  if (!pipeline.ops().empty()) {
+    throw OptionError("ringloader: tensor rows are copied as they are; the pipeline must "
+                      "be empty (it has " + std::to_string(pipeline.ops().size()) + " ops)");
+  }
+  if (!options_.device_normalize_mean.empty() || !options_.device_normalize_std.empty()) {
+    throw OptionError("ringloader: device_normalize_* finishes images, not tensor rows");
+  }
+}
+
 LoaderOptions Loader::Impl::validate(LoaderOptions options) {
   options = trainer::resolve_distributed(std::move(options));
   validate_loader_options(options);  // the option table's rules (option_specs.cc)
@@ -59,6 +73,7 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
       epoch_(sampler::Sampler(with_shards(sampler_options(dataset.size(), options_), dataset)),
              options_.rank, options_.world_size),
       created_ns_(ring::monotonic_ns()) {
+  check_tensor_rows(dataset, pipeline);
   size_ring();
   config_.dataset = std::move(dataset);
   config_.pipeline = std::move(pipeline);
@@ -148,6 +163,7 @@ void Loader::Impl::spawn(std::vector<std::string> command,
 
 std::string Loader::Impl::describe_sample(int64_t index) const {
   if (external_) return "sample " + std::to_string(index);
+  if (config_.dataset.tensor_rows()) return "sample " + std::to_string(index) + " (tensor rows)";
   const Dataset& dataset = config_.dataset;
   if (dataset.sample_table() && index >= 0 && index < dataset.size()) {
     return ringloader::describe_sample(index, dataset.sample_path(index));
@@ -317,6 +333,9 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)
                           : trainer::lease_batch(ring_, releaser_, batch_id, shape_,
                                                  ready.sample_count);
+  if (const auto& rows = config_.dataset.tensor_rows(); rows && !external_) {
+    batch.data = trainer::rows_view(batch.data, rows->element_type(), rows->row_shape());
+  }
   batch.epoch = epoch_.epoch();
   batch.index = epoch_.cursor();
   // From the slot, not the order: with on_error = skip a substitute may

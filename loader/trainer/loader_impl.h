@@ -56,6 +56,7 @@ class RINGLOADER_HIDDEN Loader::Impl {
 
  private:
   static LoaderOptions validate(LoaderOptions options);
+  void check_tensor_rows(const Dataset& dataset, const Pipeline& pipeline) const;
   // loader_tuning.cc: ring_slots = 0 sized from the batch bytes and the
   // memory budget; after each batch handed out, the autotuner and the
   // shard prefetcher look at it; their figures in stats().

@@ -119,6 +119,10 @@ void BatchFiller::run_one(const ring::Claim& claim, int64_t sample,
   // measures: one sample that takes longer than the timeout is a hang.
   control_.heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
   control_.current_sample.store(sample, std::memory_order_relaxed);
+  if (source_.copies_rows()) {  // no decode, no pipeline: the row is the sample
+    target = source_.copy_row(sample, destination);
+    return;
+  }
   SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
   target = source_.load(sample, scratch.image, scratch.file_bytes, scratch.timing,
                         pipeline_.region_planner(rng));

@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 
 #include "module_parts.h"
 
@@ -67,6 +68,38 @@ void register_datasets(py::module_& module) {
     for (size_t i = 0; i < paths.size(); ++i) samples.push_back({paths[i], labels[i]});
     return Dataset::file_list(std::move(samples), mode_of(mode));
   }, py::arg("paths"), py::arg("labels"), py::arg("mode") = "RGB");
+  // TensorDataset rows (python/ringloader/_native_datasets.py): `rows` is
+  // the features' bytes (a C-contiguous uint8 view), checked against the
+  // count and row size before the builder reads them.
+  module.def("tensor_rows_dataset", [](py::buffer rows, int64_t count,
+                                       const std::string& type,
+                                       const std::vector<int64_t>& row_shape,
+                                       std::optional<py::array_t<int64_t>> labels) {
+    py::buffer_info info = rows.request();
+    TensorRowsData data;
+    data.rows = info.ptr;
+    data.row_count = count;
+    data.type = element_type_from_name(type);
+    data.row_shape = row_shape;
+    int64_t row_elements = 1;
+    for (int64_t size : row_shape) row_elements *= size;
+    if (info.itemsize != 1 || info.ndim != 1 || info.strides[0] != 1 || count < 0 ||
+        info.size != count * row_elements * static_cast<int64_t>(element_size(data.type))) {
+      throw OptionError("ringloader: tensor rows: the bytes do not hold " +
+                        std::to_string(count) + " contiguous rows");
+    }
+    if (labels) {
+      if (labels->ndim() != 1 || labels->size() != count ||
+          labels->strides(0) != static_cast<py::ssize_t>(sizeof(int64_t))) {
+        throw OptionError("ringloader: tensor rows: labels must be " + std::to_string(count) +
+                          " contiguous int64 values");
+      }
+      data.labels = labels->data();
+    }
+    py::gil_scoped_release release;
+    return Dataset::tensor_rows(data);
+  }, py::arg("rows"), py::arg("count"), py::arg("type"), py::arg("row_shape"),
+     py::arg("labels") = py::none());
   module.def("dataset_from_json", [](const std::string& text) {
     return dataset_from_json(text);
   });

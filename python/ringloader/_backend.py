@@ -50,7 +50,7 @@ class Backend:
     position, state_dict() / load_state_dict()."""
 
     in_ring = False    # epochs run through a native loader
-    converted = False  # a torchvision dataset converted for the C++ workers
+    converted = None  # a torchvision / tensor dataset converted for the C++ workers
 
     def __init__(self, order):
         self.order = order

@@ -16,7 +16,7 @@ the batch silently. Once ``__next__`` has returned, the batch is the
 caller's, as any function's result."""
 from torch.utils.data._utils.collate import default_collate
 
-from . import _batch_codec, _collate, _device, _exceptions, _native_datasets, _ringloader
+from . import _batch_codec, _collate, _device, _exceptions, _ringloader
 from ._ringloader import Error, WorkerError
 
 
@@ -26,7 +26,7 @@ class RingIterator:
 
     # How the backend's batches are finished (_finish): set by the subclasses.
     _batch_structure = None  # a Python dataset's sample layout in the slot
-    _converted = False       # a torchvision dataset the C++ workers read
+    _converted = None        # a torchvision / tensor dataset converted for the C++ workers
     _target_transform = None
     _to_device = None        # where a Python dataset's batches go, or None
 
@@ -132,9 +132,8 @@ class RingIterator:
             return self._finish_python(batch, data, layout, length, collate)
         data = data[:length]
         target = _collate.copy_if_small(batch.target[:length])
-        if self._converted:  # a torchvision dataset: its own samples
-            return _native_datasets.finish_batch(data, target, collate,
-                                                 self._target_transform)
+        if self._converted is not None:  # a torchvision or tensor dataset: its own samples
+            return self._converted.finish(data, target, collate, self._target_transform)
         if collate is None or collate is default_collate:
             return [data, target]
         # Documented fallback: a custom collate_fn sees per-sample views.

@@ -14,7 +14,10 @@ Natively made:
   ``targets``: a script that filtered them is honoured) and ``CIFAR10`` /
   ``CIFAR100``: the arrays are written once to an IDX memfd the workers read;
 * ``Subset`` (``random_split``) and ``ConcatDataset`` of any of these and of
-  ``ringloader.datasets`` file datasets, when the parts share one transform.
+  ``ringloader.datasets`` file datasets, when the parts share one transform;
+* ``TensorDataset`` of (features, int64 labels) or of one tensor, and
+  ``Subset`` / ``ConcatDataset`` of it: rows in a sealed memfd
+  (_native_rows.py).
 
 ``target_transform`` (a plain callable on the integer label) runs in the
 trainer, on each label of the batch, then is collated as torch would.
@@ -23,7 +26,7 @@ import os
 import sys
 import weakref
 
-from . import _ringloader
+from . import _native_rows, _ringloader
 from . import transforms as _transforms
 
 # Extensions whose files the native decoders read (by magic bytes); others
@@ -85,6 +88,9 @@ class ConvertedDataset:
         import json
         return json.dumps(self.pipeline.to_pipeline())
 
+    def finish(self, data, target, collate, target_transform):
+        return finish_batch(data, target, collate, target_transform)
+
 
 def convert(dataset, worker_init_fn=None):
     """(ConvertedDataset or None, target_transform). None when the dataset
@@ -96,6 +102,11 @@ def convert(dataset, worker_init_fn=None):
     try:
         if worker_init_fn is not None:
             raise NotNative("worker_init_fn runs Python in each worker")
+        if _native_rows.is_tensor_tree(dataset):
+            try:
+                return _native_rows.ConvertedRows(dataset), None
+            except _native_rows.NotRows as why:
+                raise NotNative(str(why)) from None
         part = _part_of(dataset)
         pipeline = _pipeline_of(part)
     except NotNative as why:
@@ -122,7 +133,7 @@ def finish_batch(data, target, collate, target_transform):
 
 def _is_candidate(dataset):
     from torch.utils.data import ConcatDataset, Subset
-    if isinstance(dataset, (Subset, ConcatDataset)):
+    if isinstance(dataset, (Subset, ConcatDataset)) or _native_rows.is_tensor_tree(dataset):
         return True
     if hasattr(dataset, "ringloader_dataset_json"):
         return False  # a ringloader dataset on its own is native already

@@ -79,8 +79,9 @@ class RingBackend(Backend):
 
 class CppWorkersBackend(RingBackend):
     """A dataset the C++ workers decode: `source` (ringloader.datasets, or
-    the conversion of a torchvision `dataset`, which owns the memfds it
-    reads); its workers persist for the loader's life."""
+    `converted`: the conversion of a torchvision or tensor dataset, which
+    owns the memfds it reads, else None); its workers persist for the
+    loader's life."""
 
     def __init__(self, order, source, options, converted, target_transform):
         super().__init__(order)

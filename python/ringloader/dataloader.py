@@ -186,8 +186,8 @@ class DataLoader(torch.utils.data.DataLoader):
             held_batches, pin_memory, device, device_normalize)
         if _arguments.decoded_in_cpp(args.source):
             self._backend = _ring.CppWorkersBackend(
-                args.order, args.source, options, args.source is not dataset,
-                args.target_transform)
+                args.order, args.source, options,
+                args.source if args.source is not dataset else None, args.target_transform)
         elif num_workers > 0:
             self._backend = _ring.PythonWorkersBackend(
                 args.order, dataset, options, worker_init_fn, self.seed, max_pickled_bytes,
