@@ -169,3 +169,13 @@ def test_subclass_with_its_own_getitem_stays_a_user_dataset(capfd):
                                  num_workers=2)
     assert ours._converted is None
     assert "ringloader:" not in capfd.readouterr().err  # a user dataset: silent
+
+
+def test_the_native_loader_refuses_a_pipeline_over_rows():
+    from ringloader import _ringloader
+    rows = ConvertedRows(TensorDataset(*features_and_labels(10, 12)))
+    options = {"batch_size": 2, "num_workers": 0}
+    _ringloader.NativeLoader(rows.ringloader_dataset_json(), "[]", options)
+    with pytest.raises(ringloader.OptionError, match="pipeline must be empty"):
+        _ringloader.NativeLoader(rows.ringloader_dataset_json(), '[{"op": "ToTensor"}]',
+                                 options)
