@@ -84,14 +84,20 @@ def tensor_dataset(n):
 
 
 def rows(scale):
-    """(name, dataset, workers)."""
+    """(name, dataset, workers, ringloader's extra arguments). A
+    TensorDataset runs in the C++ workers (_native_rows.py); its
+    ``native=False`` row is the Python workers' gather it replaced."""
+    tensors = tensor_dataset(int(100000 * scale))
     return [
-        ("32 floats + label", Floats(int(32768 * scale)), 2),
-        ("TensorDataset 100k x 32 floats", tensor_dataset(int(100000 * scale)), 2),
-        ("3x32x32 floats + label", Image32(int(16384 * scale)), 2),
-        ("dict of two 128-int tensors + label", Tokens(int(16384 * scale)), 2),
-        ("3x224x224 floats + label", Image224(int(2048 * scale)), 2),
-        ("32 floats + label, num_workers=0", Floats(int(16384 * scale)), 0),
+        ("32 floats + label", Floats(int(32768 * scale)), 2, {}),
+        ("TensorDataset 100k x 32 floats", tensors, 2, {}),
+        ("TensorDataset 100k x 32 floats, Python workers (native=False)", tensors, 2,
+         {"native": False}),
+        ("3x32x32 floats + label", Image32(int(16384 * scale)), 2, {}),
+        ("dict of two 128-int tensors + label", Tokens(int(16384 * scale)), 2, {}),
+        ("3x224x224 floats + label", Image224(int(2048 * scale)), 2, {}),
+        ("32 floats + label, num_workers=0", Floats(int(16384 * scale)), 0, {}),
+        ("TensorDataset 100k x 32 floats, num_workers=0", tensors, 0, {}),
     ]
 
 
@@ -129,14 +135,15 @@ def main():
     print("| sample | torch /s | ringloader /s | ratio | torch µs/sample/worker "
           "| ringloader µs/sample/worker |")
     print("|---|---|---|---|---|---|")
-    for name, dataset, workers in rows(args.scale):
+    for name, dataset, workers, extra in rows(args.scale):
         if args.only and args.only not in name:
             continue
         theirs = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=False,
                                              num_workers=workers,
                                              persistent_workers=workers > 0)
         ours = ringloader.DataLoader(dataset, batch_size=64, shuffle=False,
-                                     num_workers=workers)
+                                     num_workers=workers, **extra)
+        native = ours._converted is not None  # the C++ workers make its samples
         torch_rates, our_rates = [], []
         for _ in range(args.rounds):
             torch_rates.append(second_pass(theirs))
@@ -146,8 +153,9 @@ def main():
         our_rate = sorted(our_rates)[len(our_rates) // 2]
         per = max(workers, 1) * 1e6
         results.append({"sample": name, "workers": workers, "torch": torch_rate,
-                        "ringloader": our_rate, "ratio": our_rate / torch_rate})
-        print(f"| {name} | {torch_rate:,.0f} | {our_rate:,.0f} | "
+                        "ringloader": our_rate, "ratio": our_rate / torch_rate,
+                        "native": native})
+        print(f"| {name}{' (native)' if native else ''} | {torch_rate:,.0f} | {our_rate:,.0f} | "
               f"{our_rate / torch_rate:.2f}× | {per / torch_rate:.1f} | "
               f"{per / our_rate:.1f} |", flush=True)
     print(f"load average after {os.getloadavg()[0]:.2f}")
