@@ -196,7 +196,8 @@ class RINGLOADER_EXPORT Dataset {
   // otherwise). Batch::data is (N, *row_shape) of the rows' type,
   // Batch::target the labels (0 without). Throws OptionError for an empty
   // or malformed description (a row over 2 GiB, over 8 dimensions), IoError
-  // when the memfd cannot be made.
+  // when the memfd cannot be made. Thread-safety: a plain value, like
+  // Dataset (the mapping is read-only; copies share it).
   static Dataset tensor_rows(const TensorRowsData& rows);
   // The rows another process (ringloader's Python layer) wrote in that
   // format, opened by path (/proc/<pid>/fd/<n> of a sealed memfd). IoError

@@ -10,7 +10,8 @@ torch's default collate makes of ``tuple(t[i] for t in tensors)``:
 ``[features, labels]`` or ``[features]``.
 
 The tensors are read once, when the loader is made (as the MNIST arrays
-are): changing them in place afterwards is not seen by its batches.
+are): changing them in place afterwards is not seen by its batches (a
+warning says so at the next epoch).
 Anything else (three tensors, float labels, a subclass with its own
 ``__getitem__``, CUDA or sparse tensors, tensors that require grad) keeps
 the Python workers' per-batch gather (_tensor_rows.py), said once on stderr
@@ -53,6 +54,8 @@ class ConvertedRows:
 
     def __init__(self, dataset):
         self.name = type(dataset).__name__
+        self._leaves = [(tensor, tensor._version) for tensor in _leaf_tensors(dataset)]
+        self._warned = False
         tensors = _rows(dataset)
         features = tensors[0].contiguous()
         labels = tensors[1].contiguous() if len(tensors) == 2 else None
@@ -71,6 +74,17 @@ class ConvertedRows:
 
     def ringloader_pipeline_json(self):
         return "[]"  # rows are copied as they are
+
+    def warn_if_changed(self):
+        """Warns once when a tensor was changed in place since the rows
+        were written (at the start of an epoch): its batches do not see it."""
+        if self._warned or all(t._version == v for t, v in self._leaves):
+            return
+        import warnings
+        self._warned = True
+        warnings.warn(f"ringloader: the tensors of this {self.name} changed in place after "
+                      "the loader was made; its batches hold their values from then "
+                      "(make a new DataLoader to load the new values)")
 
     def finish(self, data, target, collate, target_transform):
         """The batch torch gives: its default collate of the row tuples is
@@ -101,6 +115,15 @@ def _rows(dataset):
                 raise NotRows("ConcatDataset parts differ in tensors, dtypes or row shapes")
         return [torch.cat([part[k] for part in parts]) for k in range(len(first))]
     return _checked(tuple(dataset.tensors))
+
+
+def _leaf_tensors(dataset):
+    from torch.utils.data import ConcatDataset, Subset
+    if isinstance(dataset, Subset):
+        return _leaf_tensors(dataset.dataset)
+    if isinstance(dataset, ConcatDataset):
+        return [t for d in dataset.datasets for t in _leaf_tensors(d)]
+    return [t for t in dataset.tensors if isinstance(t, torch.Tensor)]
 
 
 def _subset_index(indices, size):

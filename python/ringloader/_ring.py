@@ -94,6 +94,11 @@ class CppWorkersBackend(RingBackend):
     def native(self):
         return self._native
 
+    def _native_for_epoch(self, loader, resume):
+        if hasattr(self._converted, "warn_if_changed"):
+            self._converted.warn_if_changed()
+        return self._native
+
     @property
     def converted(self):
         return self._converted

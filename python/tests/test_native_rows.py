@@ -179,3 +179,13 @@ def test_the_native_loader_refuses_a_pipeline_over_rows():
     with pytest.raises(ringloader.OptionError, match="pipeline must be empty"):
         _ringloader.NativeLoader(rows.ringloader_dataset_json(), '[{"op": "ToTensor"}]',
                                  options)
+
+
+def test_changing_the_tensors_in_place_is_said_at_the_next_epoch():
+    features, labels = features_and_labels(20, 13)
+    ours = ringloader.DataLoader(TensorDataset(features, labels), batch_size=5)
+    first = [batch[0].clone() for batch in ours]
+    features.add_(1)  # torch's next epoch would see it; the memfd holds the old rows
+    with pytest.warns(UserWarning, match="changed in place"):
+        again = [batch[0].clone() for batch in ours]
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
