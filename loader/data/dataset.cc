@@ -30,10 +30,11 @@ Dataset rows_from_json(const nlohmann::json& description) {
   Dataset dataset = Dataset::tensor_rows(path);
   const auto rows = dataset.tensor_rows();
   if (rows->size() != description.at("count").get<int64_t>() ||
-      rows->row_bytes() != description.at("row_bytes").get<uint64_t>()) {
+      rows->row_bytes() != description.at("row_bytes").get<uint64_t>() ||
+      rows->digest() != description.at("digest").get<std::string>()) {
     throw IoError("ringloader: tensor rows " + path + " hold " + std::to_string(rows->size()) +
                   " rows of " + std::to_string(rows->row_bytes()) +
-                  " bytes, not what its description says");
+                  " bytes (digest " + rows->digest() + "), not what its description says");
   }
   return dataset;
 }
@@ -110,6 +111,7 @@ nlohmann::json Dataset::to_json() const {
     out["rows"] = rows_->proc_path();
     out["count"] = rows_->size();
     out["row_bytes"] = rows_->row_bytes();
+    out["digest"] = rows_->digest();
     return out;
   }
   if (kind_ == Kind::kIdx) {

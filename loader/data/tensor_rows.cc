@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "ringloader/errors.h"
@@ -85,6 +87,18 @@ uint64_t row_bytes_of(const uint64_t* shape, uint32_t dims, size_t element) {
   return bytes;
 }
 
+uint64_t digest_of(const uint8_t* data, uint64_t size) {
+  uint64_t hash = 14695981039346656037ull;
+  uint64_t at = 0;
+  for (; at + 8 <= size; at += 8) {
+    uint64_t word;
+    std::memcpy(&word, data + at, sizeof word);
+    hash = (hash ^ word) * 1099511628211ull;
+  }
+  for (; at < size; ++at) hash = (hash ^ data[at]) * 1099511628211ull;
+  return hash;
+}
+
 [[noreturn]] void fail_open(const std::string& path, const std::string& why) {
   throw IoError("ringloader: tensor rows " + path + ": " + why);
 }
@@ -144,6 +158,9 @@ std::shared_ptr<const TensorRows> TensorRows::build(const TensorRowsData& rows) 
   std::memcpy(base, &header, sizeof header);
   std::memcpy(base + header.data_offset, rows.rows, header.count * header.row_bytes);
   if (rows.labels) std::memcpy(base + header.labels_offset, rows.labels, header.count * 8);
+  const uint64_t digest = digest_of(base + header.data_offset,
+                                    header.total_bytes - header.data_offset);
+  std::memcpy(base + offsetof(TensorRowsHeader, digest), &digest, sizeof digest);
   munmap(map, header.total_bytes);  // F_SEAL_WRITE needs no writable mapping
   if (fcntl(fd, F_ADD_SEALS, kNeededSeals | F_SEAL_SEAL) != 0) {
     fail_errno("cannot seal the memfd", fd);
@@ -252,10 +269,11 @@ std::string TensorRows::proc_path() const {
   return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
 }
 
-int TensorRows::duplicate_fd() const {
-  const int fd = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) fail_errno("cannot duplicate the memfd", -1);
-  return fd;
+std::string TensorRows::digest() const {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(header_->digest));
+  return text;
 }
 
 }  // namespace data

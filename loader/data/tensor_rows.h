@@ -40,8 +40,12 @@ struct TensorRowsHeader {
   uint64_t data_offset;
   uint64_t labels_offset;
   uint64_t total_bytes;
+  // What the rows and labels hold (FNV-1a over their 8-byte words, then
+  // the tail bytes), computed once by the trainer; a resumed loader's state
+  // names it, not the memfd's path. Not trusted for anything else.
+  uint64_t digest;
 };
-static_assert(sizeof(TensorRowsHeader) == 128, "TensorRowsHeader is 128 bytes");
+static_assert(sizeof(TensorRowsHeader) == 136, "TensorRowsHeader is 136 bytes");
 static_assert(alignof(TensorRowsHeader) == 8, "TensorRowsHeader is 8-aligned");
 
 inline constexpr uint64_t kTensorRowsMagic = 0x53574f52524e4752ull;  // "RGNRROWS"
@@ -73,9 +77,8 @@ class TensorRows {
   // Where workers open it: /proc/<this pid>/fd/<fd>.
   std::string proc_path() const;
   uint64_t bytes() const { return bytes_; }
-  // The sealed memfd, duplicated for a caller that owns it from now on
-  // (Python keeps the memfd alive as long as its dataset).
-  int duplicate_fd() const;
+  // The header's digest as 16 hex digits (reading it touches no row).
+  std::string digest() const;
 
  private:
   TensorRows(int fd, const void* data, size_t bytes);

@@ -42,6 +42,7 @@ std::string Loader::Impl::options_fingerprint() const {
       description.erase("cache");
       description.erase("shard_bytes");
       description.erase("table");  // its /proc path; "digest" says what it holds
+      description.erase("rows");   // the same for tensor rows
       const std::string text = description.dump() + "\n" + config_.pipeline.to_json().dump();
       data_hash_ = hex(fnv1a(text.data(), text.size()));
     }

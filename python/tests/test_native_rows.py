@@ -189,3 +189,24 @@ def test_changing_the_tensors_in_place_is_said_at_the_next_epoch():
     with pytest.warns(UserWarning, match="changed in place"):
         again = [batch[0].clone() for batch in ours]
     assert all(torch.equal(a, b) for a, b in zip(first, again))
+
+
+def test_a_saved_state_resumes_in_a_new_loader_of_the_same_rows():
+    dataset = TensorDataset(*features_and_labels(60, 14))
+
+    def loader(workers):
+        return ringloader.DataLoader(dataset, batch_size=7, shuffle=True, seed=3,
+                                     num_workers=workers,
+                                     generator=torch.Generator().manual_seed(9))
+    expected = [[t.clone() for t in batch] for batch in loader(2)]
+    first = loader(2)
+    iterator = iter(first)
+    taken = [next(iterator) for _ in range(3)]
+    state = first.state_dict()
+    # Another loader: its memfd has another /proc path, its rows the same bytes.
+    second = loader(0)
+    second.load_state_dict(state)
+    rest = list(second)
+    assert len(taken) + len(rest) == len(expected) == 9
+    for a, b in zip(taken + rest, expected):
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])

@@ -88,6 +88,20 @@ TEST(TensorRows, ReopenedByPathReadsEveryRowAndLabel) {
   }
 }
 
+TEST(TensorRows, DigestSaysWhatTheRowsHoldNotWhereTheyAre) {
+  Example source = example();
+  auto first = TensorRows::build(source.data());
+  auto again = TensorRows::build(source.data());
+  EXPECT_NE(first->proc_path(), again->proc_path());
+  EXPECT_EQ(first->digest(), again->digest());
+  EXPECT_EQ(TensorRows::open(first->proc_path())->digest(), first->digest());
+  source.labels[4] += 1;
+  EXPECT_NE(TensorRows::build(source.data())->digest(), first->digest());
+  source.labels[4] -= 1;
+  source.values[29] += 1;  // the last element of the last row
+  EXPECT_NE(TensorRows::build(source.data())->digest(), first->digest());
+}
+
 TEST(TensorRows, WithoutLabelsTargetsAreZero) {
   Example source = example();
   TensorRowsData data = source.data();
@@ -200,6 +214,9 @@ TEST(TensorRows, DatasetDescriptionReopensTheSameRows) {
   EXPECT_EQ(copy.image_width(), 12);
   nlohmann::json wrong = description;
   wrong["count"] = 6;
+  EXPECT_THROW(Dataset::from_json(wrong), IoError);
+  wrong = description;
+  wrong["digest"] = "0000000000000000";
   EXPECT_THROW(Dataset::from_json(wrong), IoError);
   EXPECT_THROW(Dataset::mix({{dataset, 1.0}, {dataset, 1.0}}), OptionError);
 }
