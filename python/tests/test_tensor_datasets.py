@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""TensorDataset (and Subset / ConcatDataset of it) in Python workers: each
-batch is gathered by index (_tensor_rows.py), and the batches are torch's
-DataLoader's, batch for batch: dtypes, shapes, values, labels."""
+"""TensorDataset (and Subset / ConcatDataset of it): batches are torch's
+DataLoader's, batch for batch (dtypes, shapes, values, labels), whether the
+C++ workers copy its rows (one tensor, or features and int64 labels:
+_native_rows.py, test_native_rows.py) or Python workers gather each batch
+by index (three tensors here, and _tensor_rows.py's own tests)."""
 import pytest
 import torch
 from torch.utils.data import ConcatDataset, Subset, TensorDataset, random_split
