@@ -11,7 +11,8 @@ torch's default collate makes of ``tuple(t[i] for t in tensors)``:
 
 The tensors are read once, when the loader is made (as the MNIST arrays
 are): changing them in place afterwards is not seen by its batches (a
-warning says so at the next epoch).
+warning says so at the next epoch), and the memfd is a second copy of
+them for the loader's life (``native=False`` keeps the Python workers).
 Anything else (three tensors, float labels, a subclass with its own
 ``__getitem__``, CUDA or sparse tensors, tensors that require grad) keeps
 the Python workers' per-batch gather (_tensor_rows.py), said once on stderr
