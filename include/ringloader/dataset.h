@@ -111,7 +111,8 @@ struct RINGLOADER_EXPORT TensorRowsData {
   // Default: kFloat32.
   ElementType type = ElementType::kFloat32;
   // The shape of one row, at most 8 dimensions (a tensor's shape without
-  // its first dimension). Default: {} (one element per row).
+  // its first dimension), under 2 GiB a row. Default: {} (one element per
+  // row).
   std::vector<int64_t> row_shape;
   // row_count labels, or null. Default: null (every target is 0).
   const int64_t* labels = nullptr;
@@ -195,7 +196,7 @@ class RINGLOADER_EXPORT Dataset {
   // decode and no pipeline (the Loader's Pipeline must be empty: OptionError
   // otherwise). Batch::data is (N, *row_shape) of the rows' type,
   // Batch::target the labels (0 without). Throws OptionError for an empty
-  // or malformed description (a row over 2 GiB, over 8 dimensions), IoError
+  // or malformed description (a row of 2 GiB or more, over 8 dimensions), IoError
   // when the memfd cannot be made. Thread-safety: a plain value, like
   // Dataset (the mapping is read-only; copies share it).
   static Dataset tensor_rows(const TensorRowsData& rows);

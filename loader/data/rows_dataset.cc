@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Dataset::tensor_rows: the public face of loader/data/tensor_rows.
-#include <algorithm>
 #include <climits>
+#include <string>
 
 #include "loader/data/tensor_rows.h"
 #include "ringloader/dataset.h"
+#include "ringloader/errors.h"
 
 namespace ringloader {
 
@@ -20,12 +21,16 @@ Dataset Dataset::from_rows(std::shared_ptr<const data::TensorRows> rows) {
   Dataset dataset;
   dataset.kind_ = Kind::kRows;
   // The ring sizes a sample by its pipeline's output: an empty pipeline
-  // over a 1 x row_bytes gray "image" is exactly one row's bytes. (Rows
-  // are at most 2 GiB, which the header check keeps within an int.)
-  static_assert(INT_MAX >= (int64_t{1} << 31) - 1);
+  // over a 1 x row_bytes gray "image" is exactly one row's bytes. (The
+  // header check keeps rows within INT_MAX bytes; a width that differed
+  // would size the slot short of a row.)
+  if (rows->row_bytes() > static_cast<uint64_t>(INT_MAX)) {
+    throw IoError("ringloader: tensor rows of " + std::to_string(rows->row_bytes()) +
+                  " bytes do not fit a ring sample");
+  }
   dataset.mode_ = ColorMode::kGray;
   dataset.image_height_ = 1;
-  dataset.image_width_ = static_cast<int>(std::min<uint64_t>(rows->row_bytes(), INT_MAX));
+  dataset.image_width_ = static_cast<int>(rows->row_bytes());
   dataset.rows_ = std::move(rows);
   return dataset;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -51,8 +52,8 @@ namespace data {
 namespace {
 
 constexpr int kNeededSeals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
-// A row is one ring sample: the ring sizes samples in 31 bits.
-constexpr uint64_t kMaxRowBytes = uint64_t{1} << 31;
+// A row is one ring sample, a 1 x row_bytes image: its width is an int.
+constexpr uint64_t kMaxRowBytes = INT_MAX;
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
@@ -133,7 +134,7 @@ TensorRowsHeader header_for(const TensorRowsData& rows) {
   Extent extent{};
   if (!compute_extent(header.count, header.row_bytes, rows.labels != nullptr, UINT64_MAX / 2,
                       extent)) {
-    throw OptionError("ringloader: tensor rows must be 1 byte to 2 GiB each (a row of " +
+    throw OptionError("ringloader: tensor rows must be 1 byte to 2 GiB - 1 each (a row of " +
                       std::to_string(header.row_bytes) + " bytes, " +
                       std::to_string(header.count) + " rows)");
   }

@@ -54,8 +54,8 @@ inline constexpr uint32_t kTensorRowsVersion = 1;
 class TensorRows {
  public:
   // Writes `rows` into a sealed memfd and maps it. OptionError for a bad
-  // description (no rows, too many dimensions, a negative size, a row over
-  // 2 GiB), IoError when the memfd cannot be made.
+  // description (no rows, too many dimensions, a negative size, a row of
+  // 2 GiB or more), IoError when the memfd cannot be made.
   static std::shared_ptr<const TensorRows> build(const TensorRowsData& rows);
   // Maps the rows behind `path` (a /proc/<pid>/fd/<n> link). Throws IoError
   // naming the path and the reason: missing, not a sealed memfd, bad magic /

@@ -27,7 +27,7 @@ _TYPES = {torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
           torch.bfloat16: "bfloat16", torch.float32: "float32",
           torch.float64: "float64", torch.bool: "bool"}
 _MAX_ROW_DIMS = 8            # loader/data/tensor_rows.h kMaxRowDims
-_MAX_ROW_BYTES = 1 << 31     # a row is one ring sample
+_MAX_ROW_BYTES = (1 << 31) - 1  # a row is one ring sample (tensor_rows.cc)
 
 
 class NotRows(Exception):

@@ -194,6 +194,9 @@ TEST(TensorRows, BadDescriptionsAreOptionErrors) {
   TensorRowsData huge = source.data();
   huge.row_shape = {1 << 30, 4};  // an 8 GiB row
   EXPECT_THROW(TensorRows::build(huge), OptionError);
+  huge.type = ElementType::kUInt8;
+  huge.row_shape = {int64_t{1} << 31};  // one byte over a ring sample's int width
+  EXPECT_THROW(TensorRows::build(huge), OptionError);
   EXPECT_THROW(element_type_from_name("complex64"), OptionError);
   EXPECT_EQ(element_type_from_name("bfloat16"), ElementType::kBFloat16);
   EXPECT_STREQ(name_of(ElementType::kBool), "bool");
