@@ -235,6 +235,15 @@ class TarShards(NativeDataset):
     command's exit status and its stderr. The folder must be your own and
     writable by no one else (created 0700 when missing); another user's, or
     one others may write (as ``/tmp``), raises ``DataIOError`` naming it.
+
+    Shard index (``docs/tar_shards.md``, "Shard index"): ``index`` is the
+    JSON file ``ringloader-shard`` writes next to the shards it makes (or
+    with ``--index-only`` for existing ones; a path or ``"pipe:<command>"``).
+    Construction then reads it instead of every shard, so ``pipe:`` shards
+    are first read by the workers. ``urls`` may be ``None`` to take the
+    index's shard list. A corrupt index raises ``DataIOError``, one for
+    other shards or a plain wids index (counts only) ``OptionError``, a
+    stale one ``DataIOError`` naming the shard and "stale index".
     """
 
     ringloader_native_shuffle = True
@@ -242,19 +251,23 @@ class TarShards(NativeDataset):
     def __init__(self, urls, transform=None, target_transform=None,
                  shuffle_buffer=1000, mode="RGB", *, cache_dir=None,
                  cache_limit_bytes=16 << 30, prefetch_shards=2, cache_local=False,
-                 fetch_attempts=3):
-        if isinstance(urls, (str, os.PathLike)):
+                 fetch_attempts=3, index=None):
+        if urls is None:
+            urls = []
+        elif isinstance(urls, (str, os.PathLike)):
             urls = [urls]
         urls = [os.fspath(u) for u in urls]
         cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir else ""
+        index = os.fspath(index) if index else ""
         description = json.loads(_ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
-            int(prefetch_shards), bool(cache_local), int(fetch_attempts)))
+            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index))
         super().__init__(description, transform, target_transform)
         self.urls = description["shards"]
         self.shard_sizes = description["shard_sizes"]
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None
+        self.index = index or None
         self.targets = description["labels"]
         self.mode = mode
 
