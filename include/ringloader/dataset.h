@@ -146,7 +146,8 @@ class RINGLOADER_EXPORT Dataset {
   // pattern ("/data/train-{0000..0099}.tar", "{a,b}.tar") or
   // "pipe:<command>" (its stdout is the shard, e.g. "pipe:curl -s URL").
   // The shards are indexed here, once: local ones by their headers only,
-  // pipe: ones by streaming them. With LoaderOptions::shuffle, each epoch
+  // pipe: ones by streaming them (or the index is read from
+  // options.index, a shard index file, and no shard is read). With LoaderOptions::shuffle, each epoch
   // permutes the shard order and mixes samples through a bounded buffer,
   // so workers read shards front to back. Throws IoError naming the shard
   // and member for a corrupt or truncated shard, OptionError for a bad
