@@ -284,16 +284,41 @@ class TarShards(NativeDataset):
         d = self._description
         shard = d["shards"][d["sample_shard"][index]]
         offset, size = d["offsets"][index], d["sizes"][index]
+        # The member's own header comes first: checked as the native reader
+        # checks it, so a shard that changed is an error, not another image.
+        start = offset - 512
         if shard.startswith("pipe:"):
             with subprocess.Popen(shard[5:], shell=True, stdout=subprocess.PIPE) as p:
-                p.stdout.read(offset)
-                data = p.stdout.read(size)
+                p.stdout.read(start)
+                data = p.stdout.read(512 + size)
                 p.kill()
         else:
             with open(shard, "rb") as f:
-                f.seek(offset)
-                data = f.read(size)
-        return Image.open(io.BytesIO(data)).convert(self.mode)
+                f.seek(start)
+                data = f.read(512 + size)
+        _check_member_header(d, index, shard, data[:512])
+        return Image.open(io.BytesIO(data[512:512 + size])).convert(self.mode)
+
+
+def _check_member_header(d, index, shard, block):
+    """The tar header in front of sample `index`'s data: its size, and its
+    name where a ustar header holds it whole (ASCII, up to 100 bytes)."""
+    import tarfile
+    name, size = d["names"][index], d["sizes"][index]
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        found = (info.name, info.size)
+    except tarfile.TarError:
+        info, found = None, None
+    fits = len(name) <= 100 and name.isascii()
+    if info is not None and info.isreg() and info.size == size and (not fits or info.name == name):
+        return
+    where = f"member '{found[0]}' ({found[1]} bytes)" if found else "no valid member header"
+    manifest = d.get("manifest")
+    raise _ringloader.DataIOError(
+        f"ringloader: shard {shard}: stale index{' ' + manifest if manifest else ''}: "
+        f"member '{name}' ({size} bytes) was indexed at offset {d['offsets'][index]}, "
+        f"the shard holds {where} there")
 
 
 def _read_list(path):
