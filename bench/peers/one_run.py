@@ -98,6 +98,7 @@ def main():
     parser.add_argument("--shards")
     parser.add_argument("--small-shards")
     parser.add_argument("--litdata-dir")
+    parser.add_argument("--mosaic-dir")
     parser.add_argument("--ffcv-exact")
     parser.add_argument("--ffcv-recipe")
     parser.add_argument("--epochs", type=int, default=2)

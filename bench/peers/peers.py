@@ -194,6 +194,33 @@ def litdata(opts):
     return lambda: iter(loader)
 
 
+# --- Mosaic Streaming (MDS shards written once by prepare.py) -----------------
+
+def mosaic(opts):
+    import io
+
+    import streaming
+    from PIL import Image
+    transform = torchvision_transform()
+    # A previous run's os._exit leaves its shared-memory names behind; its
+    # docs call this before making a dataset in a fresh process.
+    streaming.base.util.clean_stale_shared_memory()
+
+    class Photos(streaming.StreamingDataset):
+        def __getitem__(self, index):
+            item = super().__getitem__(index)
+            image = Image.open(io.BytesIO(item["jpeg"])).convert("RGB")
+            return transform(image), item["label"]
+
+    # Local shards only (remote=None); batch_size given to the dataset too,
+    # as its docs ask (it partitions samples per batch).
+    dataset = Photos(local=opts.mosaic_dir, shuffle=True, batch_size=opts.batch_size)
+    loader = streaming.StreamingDataLoader(
+        dataset, batch_size=opts.batch_size, num_workers=opts.workers,
+        persistent_workers=True, prefetch_factor=2)
+    return lambda: iter(loader)
+
+
 # --- FFCV (.beton written once by prepare.py) --------------------------------
 
 def ffcv(opts, beton=None):
@@ -285,6 +312,7 @@ PEERS = {
     "spdl": spdl,
     "dali-cpu": dali,
     "litdata": litdata,
+    "mosaic": mosaic,
     "ffcv": ffcv,
     "ffcv-recipe": ffcv_recipe,
     "ringloader-exact": ringloader_exact,
