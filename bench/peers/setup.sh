@@ -9,8 +9,8 @@
 #   --no-deps) on top of the torch venv, seen through a .pth file, so no
 #   peer can bring another torch (Mosaic Streaming, which pins numpy<2.2,
 #   gets only the packages it imports: see requirements-peers.txt); FFCV
-#   built from its sdist (needs libopencv-dev, libturbojpeg0-dev); SPDL needs FFmpeg's shared libraries
-#   (Debian 12: libavdevice59 and friends);
+#   built from its sdist (needs libopencv-dev, libturbojpeg0-dev); SPDL
+#   needs FFmpeg's shared libraries (Debian 12: libavdevice59 and friends);
 # - venv-pillow-simd-py312: the same torch venv with Pillow-SIMD built from
 #   its sdist (AVX2) shadowing Pillow, for the torch-simd row.
 set -euo pipefail
