@@ -249,7 +249,7 @@ def ffcv_recipe(opts):
 
 # --- ringloader: its public Python API ---------------------------------------
 
-def _ringloader(opts, mode, shards=None):
+def _ringloader(opts, mode, shards=None, ring_slots=0):
     import ringloader
     import ringloader.transforms as R
     transform = R.Compose([R.RandomResizedCrop(224), R.RandomHorizontalFlip(),
@@ -259,7 +259,7 @@ def _ringloader(opts, mode, shards=None):
     else:
         dataset = ringloader.datasets.ImageFolder(opts.folder, transform)
     loader = ringloader.DataLoader(dataset, batch_size=opts.batch_size, shuffle=True,
-                                   num_workers=opts.workers)
+                                   num_workers=opts.workers, ring_slots=ring_slots)
     return lambda: iter(loader)
 
 
@@ -294,6 +294,16 @@ def ringloader_fast_noprestart(opts):
     return _ringloader(opts, "fast")
 
 
+def ringloader_exact_4slots(opts):
+    """ring_slots=4 instead of the automatic max(4, 2W + 2) = 6: two
+    38.5 MiB batches less of shared memory (the memory rows)."""
+    return _ringloader(opts, "exact", ring_slots=4)
+
+
+def ringloader_fast_4slots(opts):
+    return _ringloader(opts, "fast", ring_slots=4)
+
+
 def ringloader_small_fast(opts):
     """Shards re-encoded like FFCV's recipe (max side 256, quality 90)."""
     return _ringloader(opts, "fast", opts.small_shards)
@@ -319,6 +329,8 @@ PEERS = {
     "ringloader-fast": ringloader_fast,
     "ringloader-exact-noprestart": ringloader_exact_noprestart,
     "ringloader-fast-noprestart": ringloader_fast_noprestart,
+    "ringloader-exact-4slots": ringloader_exact_4slots,
+    "ringloader-fast-4slots": ringloader_fast_4slots,
     "ringloader-tar-exact": ringloader_tar_exact,
     "ringloader-tar-fast": ringloader_tar_fast,
     "ringloader-small-exact": ringloader_small_exact,
