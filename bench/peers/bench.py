@@ -84,26 +84,28 @@ def table(results, peers):
         runs = [r for r in results if r["peer"] == peer and "error" not in r]
         if runs:
             stats[peer] = {k: median(runs, k) for k in
-                           ("img_per_s", "cpu_s_per_1000", "peak_pss_mib", "first_batch_s")}
+                           ("img_per_s", "cpu_s_per_1000", "peak_pss_mib",
+                            "peak_private_mib", "first_batch_s")}
             stats[peer]["rounds"] = [round(r["img_per_s"]) for r in runs]
             stats[peer]["load"] = [float(r["loadavg"][0]) for r in runs]
     lines = ["| peer | data | img/s (median; rounds) | CPU s / 1000 img | peak PSS MiB "
-             "| first batch s | load avg (1 min) | ringloader exact / peer "
-             "| ringloader fast / peer |", "|---" * 9 + "|"]
+             "| peak anon + shmem MiB | first batch s | load avg (1 min) "
+             "| ringloader exact / peer | ringloader fast / peer |", "|---" * 10 + "|"]
     for peer in peers:
         errors = [r["error"] for r in results if r["peer"] == peer and "error" in r]
         if peer not in stats:
             lines.append(f"| {peer} | | failed: {errors[0] if errors else 'not run'} "
-                         "| | | | | | |")
+                         "| | | | | | | |")
             continue
         s = stats[peer]
         exact, fast = COMPARE.get(peer, FOLDER_PAIR)
         ratio = [f"{stats[r]['img_per_s'] / s['img_per_s']:.2f}x" if r in stats and
                  not peer.startswith("ringloader") else "" for r in (exact, fast)]
+        private = "" if s["peak_private_mib"] is None else f"{s['peak_private_mib']:.0f}"
         lines.append(
             f"| {peer} | {DATA.get(peer, 'JPEG folder')} | {s['img_per_s']:.0f}; "
             f"{', '.join(map(str, s['rounds']))} | {s['cpu_s_per_1000']:.2f} | "
-            f"{s['peak_pss_mib']:.0f} | {s['first_batch_s']:.2f} | "
+            f"{s['peak_pss_mib']:.0f} | {private} | {s['first_batch_s']:.2f} | "
             f"{min(s['load']):.1f}-{max(s['load']):.1f} | {ratio[0]} | {ratio[1]} |")
     return "\n".join(lines), stats
 

@@ -12,7 +12,9 @@ Figures:
   the timed epochs, per 1,000 images;
 - peak_pss_mib: the largest sum of Pss over the process tree, sampled from
   /proc/PID/smaps_rollup every 0.1 s over the whole run by a child
-  process (not a thread in the trainer: see Sampler).
+  process (not a thread in the trainer: see Sampler);
+- peak_private_mib: the same for Pss_Anon + Pss_Shmem (no file-backed
+  pages), the steadier figure under others' load.
 The consumer touches each batch (reads one element) and nothing else.
 """
 import argparse
@@ -63,17 +65,21 @@ def tree_cpu_s(pids):
 
 
 def tree_pss_kib(pids):
-    total = 0
+    """(Pss, Pss_Anon + Pss_Shmem) of the tree, KiB. The second leaves out
+    file-backed pages (shared libraries), whose Pss is divided among every
+    process on the machine mapping them and so moves with others' load."""
+    total = private = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Pss:"):
                         total += int(line.split()[1])
-                        break
+                    elif line.startswith(("Pss_Anon:", "Pss_Shmem:")):
+                        private += int(line.split()[1])
         except OSError:
             pass
-    return total
+    return total, private
 
 
 class Sampler:
@@ -91,18 +97,19 @@ class Sampler:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def finish(self):
-        """Stops the sampler; returns the peak, KiB."""
+        """Stops the sampler; returns the peaks (Pss, anon + shmem), KiB."""
         out, _ = self.process.communicate("stop\n", timeout=30)
-        return int(out.split()[-1])
+        return [int(x) for x in out.split()[-2:]]
 
 
 def sample(root):
     """The sampler process: sums the tree's Pss until a line (or EOF) on stdin."""
     import select
-    me, peak = os.getpid(), 0
+    me, peak, peak_private = os.getpid(), 0, 0
     while not select.select([sys.stdin], [], [], 0.1)[0]:
-        peak = max(peak, tree_pss_kib(tree_pids(root, skip=me)))
-    print(peak, flush=True)
+        total, private = tree_pss_kib(tree_pids(root, skip=me))
+        peak, peak_private = max(peak, total), max(peak_private, private)
+    print(peak, peak_private, flush=True)
 
 
 def cpu_now(skip=None):
@@ -151,11 +158,12 @@ def main():
             float(images[0, 0, 0, 0])
             count += len(images)
     wall, cpu = time.perf_counter() - t0, cpu_now(skip) - cpu0
-    peak_kib = sampler.finish()
+    peak_kib, peak_private_kib = sampler.finish()
     shape = list(images.shape)
     print(json.dumps({
         "peer": opts.peer, "first_batch_s": first, "img_per_s": count / wall,
         "cpu_s_per_1000": cpu / count * 1000, "peak_pss_mib": peak_kib / 1024,
+        "peak_private_mib": peak_private_kib / 1024,
         "images_per_epoch": warm_images, "timed_images": count, "batch_shape": shape,
         "dtype": str(images.dtype), "loadavg": open("/proc/loadavg").read().split()[:3],
     }), flush=True)

@@ -304,6 +304,16 @@ def ringloader_fast_4slots(opts):
     return _ringloader(opts, "fast", ring_slots=4)
 
 
+def ringloader_exact_3slots(opts):
+    """ring_slots=3 = W + 1: one slot per worker being filled, one with the
+    trainer; the least that keeps both workers busy."""
+    return _ringloader(opts, "exact", ring_slots=3)
+
+
+def ringloader_fast_3slots(opts):
+    return _ringloader(opts, "fast", ring_slots=3)
+
+
 def ringloader_small_fast(opts):
     """Shards re-encoded like FFCV's recipe (max side 256, quality 90)."""
     return _ringloader(opts, "fast", opts.small_shards)
@@ -331,6 +341,8 @@ PEERS = {
     "ringloader-fast-noprestart": ringloader_fast_noprestart,
     "ringloader-exact-4slots": ringloader_exact_4slots,
     "ringloader-fast-4slots": ringloader_fast_4slots,
+    "ringloader-exact-3slots": ringloader_exact_3slots,
+    "ringloader-fast-3slots": ringloader_fast_3slots,
     "ringloader-tar-exact": ringloader_tar_exact,
     "ringloader-tar-fast": ringloader_tar_fast,
     "ringloader-small-exact": ringloader_small_exact,
