@@ -54,10 +54,13 @@ def fallback_reason(dataset, num_workers, device):
 
 
 class InfiniteConstantSampler(Sampler):
-    """What torch's loader shows as ``sampler`` for an IterableDataset."""
+    """What torch's loader shows as ``sampler`` for an IterableDataset.
 
-    def __init__(self):
-        super().__init__(None)
+    ``Sampler.__init__`` is not called: torch 1.13's requires a data source,
+    newer ones take none (and some none at all), and it stores nothing."""
+
+    def __init__(self):  # noqa: D107 (no super().__init__: see above)
+        pass
 
     def __iter__(self):
         while True:

@@ -54,8 +54,9 @@ def pytorch_nce():
 
 
 def _installed(modules, folder):
-    """"" when every module imports as is, the cached pip --target `folder`
-    where it holds them, or None."""
+    """"" when every module imports as is, the cached pip --target
+    `folder`-py<this Python's version> where it holds them (a compiled
+    module fits one Python only), or None."""
     import importlib
     try:
         for module in modules:
@@ -63,20 +64,20 @@ def _installed(modules, folder):
         return ""
     except ImportError:
         pass
-    target = os.path.join(CACHE, folder)
+    target = os.path.join(CACHE, f"{folder}-py{sys.version_info[0]}{sys.version_info[1]}")
     return target if all(os.path.isdir(os.path.join(target, m)) for m in modules) else None
 
 
 def nce_dependencies():
     """The folder holding tqdm and dill for Pytorch-NCE ("" when they import
     as they are), or None."""
-    return _installed(("dill", "tqdm"), "nce-deps-py311")
+    return _installed(("dill", "tqdm"), "nce-deps")
 
 
 def pycocotools_path():
     """"" when pycocotools imports as is, the cached --target folder where it
     was installed there, or None."""
-    return _installed(("pycocotools",), "pycocotools-py311")
+    return _installed(("pycocotools",), "pycocotools")
 
 
 def environment(*extra):
