@@ -14,6 +14,13 @@
 // N (FFCV's max_resolution); --quality Q (default 90) is their JPEG quality,
 // and --reencode-all re-encodes every JPEG at Q. Both change pixels: see
 // docs/transforms.md for the measured cost. Without them bytes are copied.
+//
+// The shard index (docs/tar_shards.md, "Shard index") goes next to the
+// shards: OUT_PATTERN's name up to its %d field, trailing "-_." dropped,
+// plus ".json" ('out/train-%06d.tar' -> out/train.json), or --index PATH.
+// For shards made elsewhere, --index-only writes one by reading them once:
+//
+//   ringloader-shard --index-only train.json 'pipe:aws s3 cp s3://b/train-{0000..0999}.tar -'
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -21,6 +28,7 @@
 #include <memory>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -28,6 +36,8 @@
 #include "loader/data/image_folder_scan.h"
 #include "loader/data/sample_source.h"
 #include "loader/data/tar_format.h"
+#include "loader/data/tar_index.h"
+#include "loader/data/tar_manifest.h"
 #include "loader/data/tar_writer.h"
 #include "loader/sampler/sampler.h"
 #include "ringloader/errors.h"
@@ -45,13 +55,18 @@ struct Arguments {
   bool shuffle = false;
   uint64_t seed = 0;
   ringloader::tools::ReencodeOptions reencode;
+  std::string index;                 // the shard index to write ("" : derived)
+  bool index_only = false;           // --index-only: positional = URLs
+  std::vector<std::string> urls;
 };
 
 const char kUsage[] =
     "usage: ringloader-shard ROOT OUT_PATTERN [--max-count N] "
     "[--max-size BYTES] [--shuffle] [--seed S]\n"
-    "       [--max-side PX] [--quality Q] [--reencode-all]\n"
-    "  OUT_PATTERN holds one printf integer, e.g. 'out/train-%06d.tar'\n";
+    "       [--max-side PX] [--quality Q] [--reencode-all] [--index PATH]\n"
+    "       ringloader-shard --index-only INDEX.json URL...\n"
+    "  OUT_PATTERN holds one printf integer, e.g. 'out/train-%06d.tar'\n"
+    "  URL: a shard path, a brace pattern or pipe:<command>\n";
 
 int64_t parse_positive(const char* text, const char* option) {
   char* end = nullptr;
@@ -93,9 +108,19 @@ Arguments parse(int argc, char** argv) {
     } else if (arg == "--reencode-all") {
       args.reencode.reencode_all = true;
     }
+    else if (arg == "--index") args.index = value();
+    else if (arg == "--index-only") {
+      args.index = value();
+      args.index_only = true;
+    }
     else if (arg == "-h" || arg == "--help") throw OptionError("");
     else if (!arg.empty() && arg[0] == '-') throw OptionError("unknown option " + arg);
     else positional.push_back(arg);
+  }
+  if (args.index_only) {
+    if (positional.empty()) throw OptionError("--index-only needs the shards' URLs");
+    args.urls = positional;
+    return args;
   }
   if (positional.size() != 2) throw OptionError("expected ROOT and OUT_PATTERN");
   args.root = positional[0];
@@ -132,7 +157,65 @@ void write_classes(const std::string& first_shard,
   if (!out) throw ringloader::IoError("cannot write " + folder + "/classes.txt");
 }
 
+// out/train-%06d.tar -> out/train.json
+std::string default_index_path(const std::string& pattern) {
+  size_t slash = pattern.rfind('/');
+  size_t start = slash == std::string::npos ? 0 : slash + 1;
+  std::string stem = pattern.substr(start, pattern.find('%') - start);
+  while (!stem.empty() && std::strchr("-_.", stem.back())) stem.pop_back();
+  return pattern.substr(0, start) + (stem.empty() ? "index" : stem) + ".json";
+}
+
+void write_index(const std::string& path, const nlohmann::json& manifest) {
+  // Written whole, then renamed: a reader never sees half an index.
+  std::string partial = path + ".partial";
+  {
+    std::ofstream out(partial);
+    out << manifest.dump() << "\n";
+    if (!out) throw ringloader::IoError("cannot write " + partial);
+  }
+  std::filesystem::rename(partial, path);
+}
+
+// Reads each shard once (local ones by their headers) and writes its index.
+// Local paths are written absolute, so the index holds wherever it goes.
+int index_only(const Arguments& args) {
+  std::vector<uint64_t> file_sizes;
+  auto index = ringloader::data::index_tar_shards(args.urls, 0, {}, &file_sizes);
+  std::vector<std::string> urls;
+  for (const std::string& shard : index.shards) {
+    urls.push_back(ringloader::data::is_pipe_url(shard)
+                       ? shard
+                       : std::filesystem::absolute(shard).lexically_normal().string());
+  }
+  write_index(args.index, ringloader::data::tar_manifest_json(index, urls, file_sizes));
+  std::printf("ringloader-shard: indexed %zu samples in %zu shards -> %s\n",
+              index.samples.size(), index.shards.size(), args.index.c_str());
+  return 0;
+}
+
+// The shards just written, indexed by their headers; listed by file name,
+// relative to the index beside them.
+void index_written(const Arguments& args, int shards) {
+  std::vector<std::string> paths, names;
+  for (int s = 0; s < shards; ++s) {
+    paths.push_back(shard_name(args.pattern, s));
+    names.push_back(std::filesystem::path(paths.back()).filename().string());
+  }
+  std::vector<uint64_t> file_sizes;
+  auto index = ringloader::data::index_tar_shards(paths, 0, {}, &file_sizes);
+  std::string path = args.index.empty() ? default_index_path(args.pattern) : args.index;
+  auto folder = std::filesystem::absolute(path).parent_path();
+  for (int s = 0; s < shards; ++s) {
+    auto shard = std::filesystem::absolute(paths[s]);
+    if (shard.parent_path() != folder) names[s] = shard.lexically_normal().string();
+  }
+  write_index(path, ringloader::data::tar_manifest_json(index, names, file_sizes));
+  std::printf("ringloader-shard: shard index -> %s\n", path.c_str());
+}
+
 int run(const Arguments& args) {
+  if (args.index_only) return index_only(args);
   auto scan = ringloader::data::scan_image_folder(args.root);
   const int64_t n = static_cast<int64_t>(scan.samples.size());
   std::vector<int64_t> order(static_cast<size_t>(n));
@@ -172,6 +255,7 @@ int run(const Arguments& args) {
   }
   if (writer) writer->close();
   write_classes(shard_name(args.pattern, 0), scan.classes);
+  if (shards > 0) index_written(args, shards);
   std::printf("ringloader-shard: %lld samples, %zu classes -> %d shards (%s)\n",
               static_cast<long long>(n), scan.classes.size(), shards,
               shard_name(args.pattern, 0).c_str());

@@ -10,7 +10,7 @@ ringloader / peer.
     python bench/peers/bench.py --data DIR [--rounds 3] [--peers a,b,...]
 
 DIR is what run.sh prepared (imagenet-10x200/, shards/, shards-256-q90/,
-litdata/, photos-q95.beton, photos-256-q90.beton). `--python PEER=PYTHON`
+litdata/, mosaic/, photos-q95.beton, photos-256-q90.beton). `--python PEER=PYTHON`
 runs a peer with another interpreter (torch-simd: the Pillow-SIMD venv).
 """
 import argparse
@@ -24,13 +24,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_PEERS = ("torch,torch-simd,torchdata-nodes,torchdata-nodes-thread,spdl,dali-cpu,"
                  "ffcv,ringloader-exact,ringloader-fast,ringloader-exact-noprestart,"
-                 "ringloader-fast-noprestart,webdataset,litdata,"
+                 "ringloader-fast-noprestart,webdataset,litdata,mosaic,"
                  "ringloader-tar-exact,ringloader-tar-fast,ffcv-recipe,"
                  "ringloader-small-exact,ringloader-small-fast")
 
 # What each peer reads, and which ringloader rows it is compared with.
 DATA = {
     "webdataset": "tar shards", "litdata": "LitData chunks (same JPEG bytes)",
+    "mosaic": "Mosaic MDS shards (same JPEG bytes)",
     "ffcv": "FFCV .beton, re-encoded q95, full size",
     "ffcv-recipe": "FFCV .beton, max side 256, q90, half raw",
     "ringloader-tar-exact": "tar shards", "ringloader-tar-fast": "tar shards",
@@ -40,6 +41,7 @@ DATA = {
 COMPARE = {
     "webdataset": ("ringloader-tar-exact", "ringloader-tar-fast"),
     "litdata": ("ringloader-tar-exact", "ringloader-tar-fast"),
+    "mosaic": ("ringloader-tar-exact", "ringloader-tar-fast"),
     "ffcv-recipe": ("ringloader-small-exact", "ringloader-small-fast"),
 }
 FOLDER_PAIR = ("ringloader-exact", "ringloader-fast")
@@ -50,6 +52,7 @@ def run_args(args, data):
             "--shards", f"{data}/shards/train-{{000000..000015}}.tar",
             "--small-shards", f"{data}/shards-256-q90/train-{{000000..000015}}.tar",
             "--litdata-dir", f"{data}/litdata",
+            "--mosaic-dir", f"{data}/mosaic",
             "--ffcv-exact", f"{data}/photos-q95.beton",
             "--ffcv-recipe", f"{data}/photos-256-q90.beton",
             "--epochs", str(args.epochs), "--workers", str(args.workers),
@@ -81,26 +84,28 @@ def table(results, peers):
         runs = [r for r in results if r["peer"] == peer and "error" not in r]
         if runs:
             stats[peer] = {k: median(runs, k) for k in
-                           ("img_per_s", "cpu_s_per_1000", "peak_pss_mib", "first_batch_s")}
+                           ("img_per_s", "cpu_s_per_1000", "peak_pss_mib",
+                            "peak_private_mib", "first_batch_s")}
             stats[peer]["rounds"] = [round(r["img_per_s"]) for r in runs]
             stats[peer]["load"] = [float(r["loadavg"][0]) for r in runs]
     lines = ["| peer | data | img/s (median; rounds) | CPU s / 1000 img | peak PSS MiB "
-             "| first batch s | load avg (1 min) | ringloader exact / peer "
-             "| ringloader fast / peer |", "|---" * 9 + "|"]
+             "| peak anon + shmem MiB | first batch s | load avg (1 min) "
+             "| ringloader exact / peer | ringloader fast / peer |", "|---" * 10 + "|"]
     for peer in peers:
         errors = [r["error"] for r in results if r["peer"] == peer and "error" in r]
         if peer not in stats:
             lines.append(f"| {peer} | | failed: {errors[0] if errors else 'not run'} "
-                         "| | | | | | |")
+                         "| | | | | | | |")
             continue
         s = stats[peer]
         exact, fast = COMPARE.get(peer, FOLDER_PAIR)
         ratio = [f"{stats[r]['img_per_s'] / s['img_per_s']:.2f}x" if r in stats and
                  not peer.startswith("ringloader") else "" for r in (exact, fast)]
+        private = "" if s["peak_private_mib"] is None else f"{s['peak_private_mib']:.0f}"
         lines.append(
             f"| {peer} | {DATA.get(peer, 'JPEG folder')} | {s['img_per_s']:.0f}; "
             f"{', '.join(map(str, s['rounds']))} | {s['cpu_s_per_1000']:.2f} | "
-            f"{s['peak_pss_mib']:.0f} | {s['first_batch_s']:.2f} | "
+            f"{s['peak_pss_mib']:.0f} | {private} | {s['first_batch_s']:.2f} | "
             f"{min(s['load']):.1f}-{max(s['load']):.1f} | {ratio[0]} | {ratio[1]} |")
     return "\n".join(lines), stats
 

@@ -46,7 +46,7 @@ def main():
         original = ringloader.DataLoader.__init__
 
         def with_slots(self, *args, **kwargs):
-            original(self, *args, ring_slots=opts.ring_slots, **kwargs)
+            original(self, *args, **dict(kwargs, ring_slots=opts.ring_slots))
         ringloader.DataLoader.__init__ = with_slots
     epoch = peers.PEERS[opts.peer](opts)
     for images, _ in epoch():

@@ -4,6 +4,10 @@ stamp file next to each output):
 
 - LitData: `litdata.optimize` chunks holding each photo's JPEG bytes
   unchanged and its label;
+- Mosaic Streaming: MDS shards (`MDSWriter`) of the same: the JPEG bytes
+  unchanged ('bytes' column) and the label ('int'), no compression (JPEG
+  does not shrink) and its default 64 MiB shards, as its ImageNet converter
+  writes them;
 - FFCV exact-ish: a .beton with every photo at its own size, re-encoded by
   FFCV's writer as JPEG quality 95 (FFCV's writer always re-encodes
   'jpg' mode; 95 is the closest to the sources' 92-96);
@@ -11,7 +15,7 @@ stamp file next to each output):
   write_mode='proportion', compress_probability 0.5, JPEG quality 90), which
   shrinks photos and so changes the pixels the crop sees.
 
-    python bench/peers/prepare.py FOLDER OUT_DIR [--only litdata,ffcv]
+    python bench/peers/prepare.py FOLDER OUT_DIR [--only litdata,mosaic,ffcv]
 """
 import argparse
 import os
@@ -48,6 +52,21 @@ def write_litdata(folder, out):
     open(stamp, "w").close()
     print(f"prepare: litdata written in {time.perf_counter() - start:.1f} s",
           file=sys.stderr)
+
+
+def write_mosaic(folder, out):
+    from streaming import MDSWriter
+    done, stamp = stamped(out, "mosaic")
+    if done:
+        return
+    start = time.perf_counter()
+    columns = {"jpeg": "bytes", "label": "int"}
+    with MDSWriter(out=out, columns=columns, compression=None, size_limit=1 << 26) as writer:
+        for path, label in peers.folder_samples(folder):
+            with open(path, "rb") as f:
+                writer.write({"jpeg": f.read(), "label": label})
+    open(stamp, "w").close()
+    print(f"prepare: mosaic written in {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
 
 class _PilFolder:
@@ -88,12 +107,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("folder")
     parser.add_argument("out")
-    parser.add_argument("--only", default="litdata,ffcv")
+    parser.add_argument("--only", default="litdata,mosaic,ffcv")
     args = parser.parse_args()
     only = args.only.split(",")
     os.makedirs(args.out, exist_ok=True)
     if "litdata" in only:
         write_litdata(args.folder, os.path.join(args.out, "litdata"))
+    if "mosaic" in only:
+        write_mosaic(args.folder, os.path.join(args.out, "mosaic"))
     if "ffcv" in only:
         write_ffcv(args.folder, os.path.join(args.out, "photos-q95.beton"), recipe=False)
         write_ffcv(args.folder, os.path.join(args.out, "photos-256-q90.beton"), recipe=True)

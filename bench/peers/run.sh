@@ -7,7 +7,8 @@
 # 2. data, cached: the ImageNet-sized folder (make_photo_folder.py --preset
 #    imagenet, 10 x 200 photos), the same photos as 16 tar shards
 #    (ringloader-shard, byte-identical JPEGs), shards re-encoded at max side
-#    256 / q90, LitData chunks and FFCV .beton files (prepare.py);
+#    256 / q90, LitData chunks, Mosaic MDS shards and FFCV .beton files
+#    (prepare.py);
 # 3. bench.py: every peer in a fresh interpreter, rounds interleaved.
 # Results: $RINGLOADER_CACHE/peers-data/results-<date>.jsonl and the table.
 set -euo pipefail

@@ -7,9 +7,10 @@
 #   0.29.2), with ringloader pip-installed into it (done here only if missing);
 # - venv-peers-py312: the peers (requirements-peers.txt, exact pins, all
 #   --no-deps) on top of the torch venv, seen through a .pth file, so no
-#   peer can bring another torch; FFCV built from its sdist (needs
-#   libopencv-dev, libturbojpeg0-dev); SPDL needs FFmpeg's shared libraries
-#   (Debian 12: libavdevice59 and friends);
+#   peer can bring another torch (Mosaic Streaming, which pins numpy<2.2,
+#   gets only the packages it imports: see requirements-peers.txt); FFCV
+#   built from its sdist (needs libopencv-dev, libturbojpeg0-dev); SPDL
+#   needs FFmpeg's shared libraries (Debian 12: libavdevice59 and friends);
 # - venv-pillow-simd-py312: the same torch venv with Pillow-SIMD built from
 #   its sdist (AVX2) shadowing Pillow, for the torch-simd row.
 set -euo pipefail
@@ -44,6 +45,7 @@ fi
 peers_ready() {
   [ -x "$PEERS/bin/python" ] && (cd / && "$PEERS/bin/python" - <<'PY') >/dev/null 2>&1
 import torch, torchvision, torchdata.nodes, webdataset, spdl.io, nvidia.dali, litdata, ffcv
+import streaming
 import ringloader
 assert torch.__version__.startswith("2.14.1"), torch.__version__
 PY

@@ -37,6 +37,19 @@ struct RINGLOADER_EXPORT TarShardOptions {
   int64_t shuffle_buffer = 1000;
   // Default: kRGB.
   ColorMode mode = ColorMode::kRGB;
+  // A shard index file (docs/tar_shards.md, "Shard index"): a path or
+  // "pipe:<command>" giving the JSON that `ringloader-shard` writes next to
+  // the shards it makes (or with --index-only for existing ones). With it,
+  // construction reads that file instead of every shard (pipe: shards are
+  // not streamed until a worker reads them). It must list the shards the
+  // URLs give, in order (an empty URL list takes its list). Checked, never
+  // trusted: a corrupt one is an IoError naming it and the reason, one for
+  // other shards an OptionError, a plain wids index (counts, no member
+  // table) an OptionError saying how to write a full one; a stale one (a
+  // local shard of another size; a pipe: member not where it says) an
+  // IoError naming the shard and "stale index". Default: "" (index the
+  // shards by reading them).
+  std::string index;
 
   // --- Shard cache (docs/tar_shards.md, "Shard cache") ---
   // A folder on local disk where shards are fetched once per node and
@@ -167,7 +180,8 @@ class RINGLOADER_EXPORT Dataset {
   // pattern ("/data/train-{0000..0099}.tar", "{a,b}.tar") or
   // "pipe:<command>" (its stdout is the shard, e.g. "pipe:curl -s URL").
   // The shards are indexed here, once: local ones by their headers only,
-  // pipe: ones by streaming them. With LoaderOptions::shuffle, each epoch
+  // pipe: ones by streaming them (or the index is read from
+  // options.index, a shard index file, and no shard is read). With LoaderOptions::shuffle, each epoch
   // permutes the shard order and mixes samples through a bounded buffer,
   // so workers read shards front to back. Throws IoError naming the shard
   // and member for a corrupt or truncated shard, OptionError for a bad

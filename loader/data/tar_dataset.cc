@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Dataset::tar_shards: the public face of loader/data/tar_index.
 #include "loader/data/tar_index.h"
+#include "loader/data/tar_manifest.h"
 #include "ringloader/dataset.h"
 
 namespace ringloader {
@@ -13,6 +14,11 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
   cache.prefetch_shards = options.prefetch_shards;
   cache.cache_local = options.cache_local;
   cache.fetch_attempts = options.fetch_attempts;
+  if (!options.index.empty()) {
+    return from_tar_index(
+        data::load_tar_manifest(options.index, urls, options.shuffle_buffer, cache),
+        options.mode);
+  }
   return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer, cache),
                         options.mode);
 }

@@ -91,7 +91,8 @@ class SampleGrouper {
 }  // namespace
 
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
-                          int64_t shuffle_buffer, const ShardCacheOptions& cache) {
+                          int64_t shuffle_buffer, const ShardCacheOptions& cache,
+                          std::vector<uint64_t>* file_sizes) {
   if (shuffle_buffer < 0) {
     throw OptionError("ringloader: shuffle_buffer must be >= 0, got " +
                       std::to_string(shuffle_buffer));
@@ -123,6 +124,10 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
     walk_tar(*input, index.shards[shard], is_label_member,
              [&](TarMember&& member) { grouper.add(std::move(member)); });
     grouper.flush();
+    if (file_sizes) {
+      input->skip(UINT64_MAX);
+      file_sizes->push_back(input->position());
+    }
   }
   if (index.samples.empty()) {
     throw IoError("ringloader: the tar shards hold no sample (first shard: " +
@@ -152,6 +157,7 @@ nlohmann::json TarIndex::to_json() const {
           {"shuffle_buffer", shuffle_buffer}, {"sample_shard", std::move(shard_of)},
           {"offsets", std::move(offsets)}, {"sizes", std::move(sizes)},
           {"labels", std::move(labels)}, {"names", std::move(names)}};
+  if (!manifest.empty()) out["manifest"] = manifest;
   if (cache.enabled()) {
     out["shard_bytes"] = shard_bytes;
     out["cache"] = {{"dir", cache.dir}, {"limit_bytes", cache.limit_bytes},
@@ -169,6 +175,7 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
   index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
   index.shuffle_buffer = description.at("shuffle_buffer").get<int64_t>();
   index.shard_bytes.assign(index.shards.size(), 0);
+  index.manifest = description.value("manifest", std::string());
   if (description.contains("shard_bytes")) {
     index.shard_bytes = description.at("shard_bytes").get<std::vector<uint64_t>>();
   }

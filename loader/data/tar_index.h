@@ -32,6 +32,9 @@ struct TarIndex {
   // against it), else 0: unknown.
   std::vector<uint64_t> shard_bytes;
   ShardCacheOptions cache;            // where workers find fetched shards
+  // The shard index file (manifest) this index was read from, else "":
+  // named by a worker that finds a member that no longer matches it.
+  std::string manifest;
 
   nlohmann::json to_json() const;
   static TarIndex from_json(const nlohmann::json& description);
@@ -44,9 +47,12 @@ struct TarIndex {
 // cache holds them all). Throws IoError naming shard and member for a bad or
 // truncated shard, a sample without an image member, or a .cls that is not
 // an integer, or a fetch that kept failing; OptionError for no shard at all.
+// `file_sizes` (optional): each shard's bytes, read to its end (what a shard
+// index records; the tar walk itself may stop at the end-of-archive block).
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
                           int64_t shuffle_buffer,
-                          const ShardCacheOptions& cache = {});
+                          const ShardCacheOptions& cache = {},
+                          std::vector<uint64_t>* file_sizes = nullptr);
 
 // "sample 17 (train-0001.tar member 000017.jpg)".
 std::string describe_tar_sample(const TarIndex& index, int64_t sample);

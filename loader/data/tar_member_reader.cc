@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "loader/data/tar_format.h"
 #include "loader/ring/futex.h"
 #include "ringloader/errors.h"
 
@@ -148,15 +149,58 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
   auto next = std::lower_bound(begin, end, input.position(),
                                [](const TarSample& s, uint64_t at) { return s.offset < at; });
   for (; next != end && next->offset < target.offset; ++next) {
-    const uint64_t gap = next->offset - input.position();
-    if (input.skip(gap) < gap) fail_short(*next, 0);
+    reach(input, *next);
     std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(next->size));
     size_t got = input.read(bytes.data(), bytes.size());
     if (got < bytes.size()) fail_short(*next, got);
     cache(*next, std::move(bytes));
   }
-  const uint64_t gap = target.offset - input.position();
-  if (input.skip(gap) < gap) fail_short(target, 0);
+  reach(input, target);
+}
+
+// Streams up to `sample`'s data, checking the member header in front of it:
+// a shard that changed since it was indexed (a stale shard index, an object
+// rewritten in place) must fail, not hand another member's bytes out.
+void TarMemberReader::reach(PipeInput& input, const TarSample& sample) {
+  uint64_t gap = sample.offset - input.position();
+  if (gap >= kTarBlock) {
+    if (input.skip(gap - kTarBlock) < gap - kTarBlock) fail_short(sample, 0);
+    uint8_t block[kTarBlock];
+    if (input.read(block, kTarBlock) < kTarBlock) fail_short(sample, 0);
+    check_header(block, sample);
+    gap = 0;
+  }
+  if (input.skip(gap) < gap) fail_short(sample, 0);
+}
+
+void TarMemberReader::check_header(const uint8_t* block, const TarSample& sample) const {
+  const std::string& url = index_.shards[sample.shard];
+  TarHeader header;
+  std::string found;
+  try {
+    if (parse_tar_header(block, url, header) == TarBlockKind::kZero) {
+      found = "the end of the archive";
+    }
+  } catch (const IoError&) {
+    found = "no valid member header";
+  }
+  // A name past 100 bytes, or not ASCII, lives in a GNU long-name or pax
+  // member before this header, which holds a truncated or replaced one:
+  // only the size can tell.
+  bool name_fits = sample.image_name.size() <= 100;
+  for (char c : sample.image_name) name_fits = name_fits && static_cast<unsigned char>(c) < 0x80;
+  if (found.empty() && header.type == TarEntryType::kFile && header.size == sample.size &&
+      (!name_fits || header.name == sample.image_name)) {
+    return;
+  }
+  if (found.empty()) {
+    found = "member '" + header.name + "' (" + std::to_string(header.size) + " bytes)";
+  }
+  throw IoError("ringloader: shard " + url + ": stale index" +
+                (index_.manifest.empty() ? std::string() : " " + index_.manifest) +
+                ": member '" + sample.image_name + "' (" + std::to_string(sample.size) +
+                " bytes) was indexed at offset " + std::to_string(sample.offset) +
+                ", the shard holds " + found + " there");
 }
 
 void TarMemberReader::cache(const TarSample& sample, std::vector<uint8_t> bytes) {

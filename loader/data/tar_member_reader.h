@@ -61,6 +61,8 @@ class TarMemberReader {
   PipeShard& pipe_shard(int32_t shard);
   void close_stream(PipeShard& pipe);
   void stream_to(PipeShard& pipe, const TarSample& target);
+  void reach(PipeInput& input, const TarSample& sample);
+  void check_header(const uint8_t* block, const TarSample& sample) const;
   void cache(const TarSample& sample, std::vector<uint8_t> bytes);
   // Buffers are recycled: fresh 50-100 KiB allocations cost a zero fill and
   // page faults that would dominate reading from a pipe.

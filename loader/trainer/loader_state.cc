@@ -37,10 +37,12 @@ std::string Loader::Impl::options_fingerprint() const {
       data_hash_ = "external";
     } else {
       // Where tar shards are cached is not what they hold: a job may resume
-      // with another cache folder, or none.
+      // with another cache folder, or none; nor is which shard index file
+      // (if any) their index was read from.
       nlohmann::json description = config_.dataset.to_json();
       description.erase("cache");
       description.erase("shard_bytes");
+      description.erase("manifest");
       description.erase("table");  // its /proc path; "digest" says what it holds
       description.erase("rows");   // the same for tensor rows
       const std::string text = description.dump() + "\n" + config_.pipeline.to_json().dump();

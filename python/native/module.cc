@@ -197,8 +197,10 @@ PYBIND11_MODULE(_ringloader, module) {
   module.def("tar_shards", [](const std::vector<std::string>& urls,
                               int64_t shuffle_buffer, const std::string& mode,
                               const std::string& cache_dir, uint64_t cache_limit_bytes,
-                              int prefetch_shards, bool cache_local, int fetch_attempts) {
+                              int prefetch_shards, bool cache_local, int fetch_attempts,
+                              const std::string& index) {
     TarShardOptions options;
+    options.index = index;
     options.shuffle_buffer = shuffle_buffer;
     options.mode = mode == "L" ? ColorMode::kGray : ColorMode::kRGB;
     options.cache_dir = cache_dir;
@@ -216,7 +218,8 @@ PYBIND11_MODULE(_ringloader, module) {
      py::arg("cache_dir") = "", py::arg("cache_limit_bytes") = TarShardOptions{}.cache_limit_bytes,
      py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,
      py::arg("cache_local") = false,
-     py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts);
+     py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts,
+     py::arg("index") = "");
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });

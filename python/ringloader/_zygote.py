@@ -163,7 +163,10 @@ def _zygote_loop(control_fd, trainer_pid):
     for name in ("torch", "torch.utils.data", "ringloader._batch_structure",
                  "ringloader._ringloader", "ringloader._worker"):
         importlib.import_module(name)
-    control.sendall(b"R")  # ready
+    try:
+        control.sendall(b"R")  # ready
+    except OSError:
+        return  # the trainer ended while this process was importing: nothing to serve
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 16, 1)

@@ -235,6 +235,15 @@ class TarShards(NativeDataset):
     command's exit status and its stderr. The folder must be your own and
     writable by no one else (created 0700 when missing); another user's, or
     one others may write (as ``/tmp``), raises ``DataIOError`` naming it.
+
+    Shard index (``docs/tar_shards.md``, "Shard index"): ``index`` is the
+    JSON file ``ringloader-shard`` writes next to the shards it makes (or
+    with ``--index-only`` for existing ones; a path or ``"pipe:<command>"``).
+    Construction then reads it instead of every shard, so ``pipe:`` shards
+    are first read by the workers. ``urls`` may be ``None`` to take the
+    index's shard list. A corrupt index raises ``DataIOError``, one for
+    other shards or a plain wids index (counts only) ``OptionError``, a
+    stale one ``DataIOError`` naming the shard and "stale index".
     """
 
     ringloader_native_shuffle = True
@@ -242,19 +251,23 @@ class TarShards(NativeDataset):
     def __init__(self, urls, transform=None, target_transform=None,
                  shuffle_buffer=1000, mode="RGB", *, cache_dir=None,
                  cache_limit_bytes=16 << 30, prefetch_shards=2, cache_local=False,
-                 fetch_attempts=3):
-        if isinstance(urls, (str, os.PathLike)):
+                 fetch_attempts=3, index=None):
+        if urls is None:
+            urls = []
+        elif isinstance(urls, (str, os.PathLike)):
             urls = [urls]
         urls = [os.fspath(u) for u in urls]
         cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir else ""
+        index = os.fspath(index) if index else ""
         description = json.loads(_ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
-            int(prefetch_shards), bool(cache_local), int(fetch_attempts)))
+            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index))
         super().__init__(description, transform, target_transform)
         self.urls = description["shards"]
         self.shard_sizes = description["shard_sizes"]
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None
+        self.index = index or None
         self.targets = description["labels"]
         self.mode = mode
 
@@ -271,16 +284,41 @@ class TarShards(NativeDataset):
         d = self._description
         shard = d["shards"][d["sample_shard"][index]]
         offset, size = d["offsets"][index], d["sizes"][index]
+        # The member's own header comes first: checked as the native reader
+        # checks it, so a shard that changed is an error, not another image.
+        start = offset - 512
         if shard.startswith("pipe:"):
             with subprocess.Popen(shard[5:], shell=True, stdout=subprocess.PIPE) as p:
-                p.stdout.read(offset)
-                data = p.stdout.read(size)
+                p.stdout.read(start)
+                data = p.stdout.read(512 + size)
                 p.kill()
         else:
             with open(shard, "rb") as f:
-                f.seek(offset)
-                data = f.read(size)
-        return Image.open(io.BytesIO(data)).convert(self.mode)
+                f.seek(start)
+                data = f.read(512 + size)
+        _check_member_header(d, index, shard, data[:512])
+        return Image.open(io.BytesIO(data[512:512 + size])).convert(self.mode)
+
+
+def _check_member_header(d, index, shard, block):
+    """The tar header in front of sample `index`'s data: its size, and its
+    name where a ustar header holds it whole (ASCII, up to 100 bytes)."""
+    import tarfile
+    name, size = d["names"][index], d["sizes"][index]
+    try:
+        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+        found = (info.name, info.size)
+    except tarfile.TarError:
+        info, found = None, None
+    fits = len(name) <= 100 and name.isascii()
+    if info is not None and info.isreg() and info.size == size and (not fits or info.name == name):
+        return
+    where = f"member '{found[0]}' ({found[1]} bytes)" if found else "no valid member header"
+    manifest = d.get("manifest")
+    raise _ringloader.DataIOError(
+        f"ringloader: shard {shard}: stale index{' ' + manifest if manifest else ''}: "
+        f"member '{name}' ({size} bytes) was indexed at offset {d['offsets'][index]}, "
+        f"the shard holds {where} there")
 
 
 def _read_list(path):

@@ -292,3 +292,21 @@ def test_hung_forked_worker_dies_with_its_stub(tmp_path):
         list(loader)
     hung = int(path.read_text().split()[-1])
     assert _gone(hung)
+
+
+def test_a_spawned_zygote_whose_trainer_went_away_exits_quietly(tmp_path):
+    # The trainer's end of the control socket closes while the spawned
+    # zygote still imports torch (a short script, or one that ends early):
+    # its "ready" byte then meets a closed socket. It must end without a
+    # traceback on the user's terminal (it printed a BrokenPipeError).
+    script = tmp_path / "quick.py"
+    script.write_text(
+        "import time, ringloader\n"
+        "from ringloader import _python_workers as pw\n"
+        "zygote = pw._zygote_process\n"
+        "zygote.control.close()\n"
+        "zygote.process.wait(timeout=60)\n"
+        "print('EXIT', zygote.process.returncode)\n")
+    result = _run([str(script)], tmp_path, env={"RINGLOADER_ZYGOTE": "spawn"})
+    assert result.returncode == 0 and "EXIT 0" in result.stdout, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr

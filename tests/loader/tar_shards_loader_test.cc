@@ -340,6 +340,49 @@ TEST_F(TarShardsLoader, AMixOfCachedShardsReadsThroughTheCache) {
   EXPECT_EQ(count_lines(counter), 5);  // the workers read the copies
 }
 
+// A shard index (ringloader-shard --index-only) replaces the pass over the
+// pipe: shards at construction; epochs, a mix and a resumed state are those
+// of the index made by streaming.
+TEST_F(TarShardsLoader, AShardIndexSkipsStreamingAndGivesTheSameEpochs) {
+  const std::string counter = dir_ / "runs";
+  const std::string urls_a = "pipe:echo run >> '" + counter + "'; cat '" +
+                             (dir_ / "shards/train-{0000..0001}.tar'");
+  const std::string urls_b = "pipe:echo run >> '" + counter + "'; cat '" +
+                             (dir_ / "shards/train-{0002..0004}.tar'");
+  for (const auto& [urls, name] : {std::pair{urls_a, "a.json"}, std::pair{urls_b, "b.json"}}) {
+    std::string command = "'" + tool_path() + "' --index-only '" + (dir_ / name) + "' \"" +
+                          urls + "\" > /dev/null";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  ASSERT_EQ(count_lines(counter), 5);
+  TarShardOptions with_a, with_b;
+  with_a.index = dir_ / "a.json";
+  with_b.index = dir_ / "b.json";
+  Dataset a = Dataset::tar_shards({urls_a}, with_a);
+  Dataset b = Dataset::tar_shards({urls_b}, with_b);
+  EXPECT_EQ(count_lines(counter), 5);  // no shard read to build them
+  Dataset streamed_a = Dataset::tar_shards({urls_a});
+  EXPECT_EQ(a.shard_sizes(), streamed_a.shard_sizes());
+  expect_same(run(a, 2, 2), run(streamed_a, 2, 2), "indexed vs streamed");
+  Dataset mix = Dataset::mix({{a, 0.3}, {b, 0.7}});
+  Dataset streamed_mix = Dataset::mix({{streamed_a, 0.3}, {Dataset::tar_shards({urls_b}), 0.7}});
+  expect_same(run(mix, 2, 1), run(streamed_mix, 2, 1), "mix");
+  // The index made by ringloader-shard beside its shards, local ones.
+  TarShardOptions beside;
+  beside.index = dir_ / "shards/train.json";
+  Dataset local = Dataset::tar_shards({pattern_}, beside);
+  LoaderOptions options;
+  options.batch_size = 4;
+  options.num_workers = 1;
+  options.shuffle = true;
+  Loader first(local, augmenting_pipeline(), options);
+  first.begin_epoch();
+  first.next();
+  LoaderState state = first.state_dict();
+  Loader resumed(Dataset::tar_shards({pattern_}), augmenting_pipeline(), options);
+  EXPECT_NO_THROW(resumed.load_state_dict(state));
+}
+
 TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   Dataset shards = Dataset::tar_shards({pattern_}, TarShardOptions{5});
   LoaderOptions options;
