@@ -1,22 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/sample_table.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "loader/data/sealed_memfd.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
 namespace {
-
-constexpr int kNeededSeals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
 
 uint64_t round8(uint64_t bytes) { return (bytes + 7) & ~uint64_t{7}; }
 
@@ -106,78 +102,31 @@ std::shared_ptr<const SampleTable> SampleTable::build(SampleTableBuilder&& build
   compute_columns(count, folder_end.size(), class_end.size(), pool.size(), UINT64_MAX / 2,
                   columns);
 
-  int fd = memfd_create("ringloader-samples", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) throw IoError(std::string("ringloader: memfd_create: ") + std::strerror(errno));
-  if (ftruncate(fd, static_cast<off_t>(columns.total)) != 0) {
-    const int error = errno;
-    close(fd);
-    throw IoError("ringloader: cannot size the sample table (" +
-                  std::to_string(columns.total) + " bytes): " + std::strerror(error));
-  }
-  void* map = columns.total == 0 ? nullptr
-              : mmap(nullptr, columns.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    close(fd);
-    throw IoError(std::string("ringloader: cannot map the sample table: ") +
-                  std::strerror(errno));
-  }
-  auto* base = static_cast<uint8_t*>(map);
-  auto put = [&](uint64_t offset, const void* source, size_t bytes) {
-    if (bytes) std::memcpy(base + offset, source, bytes);
-  };
-  put(columns.labels, builder.labels_.data(), count * 8);
-  put(columns.sample_folder, builder.sample_folder_.data(), count * 4);
-  put(columns.name_end, builder.name_end_.data(), count * 8);
-  put(columns.folder_end, folder_end.data(), folder_end.size() * 8);
-  put(columns.class_end, class_end.data(), class_end.size() * 8);
-  put(columns.pool, pool.data(), pool.size());
-  SampleTableHeader header{kSampleTableMagic, kSampleTableVersion,
-                           sizeof(SampleTableHeader), count, folder_end.size(),
-                           class_end.size(), pool.size(), columns.total, 0};
-  header.digest = fnv1a(base + sizeof header, columns.total - sizeof header);
-  std::memcpy(base, &header, sizeof header);
-  munmap(map, columns.total);  // F_SEAL_WRITE needs no writable mapping
+  const SealedMapping mapping = create_sealed_memfd(
+      "ringloader-samples", "sample table", columns.total, [&](uint8_t* base) {
+        auto put = [&](uint64_t offset, const void* source, size_t bytes) {
+          if (bytes) std::memcpy(base + offset, source, bytes);
+        };
+        put(columns.labels, builder.labels_.data(), count * 8);
+        put(columns.sample_folder, builder.sample_folder_.data(), count * 4);
+        put(columns.name_end, builder.name_end_.data(), count * 8);
+        put(columns.folder_end, folder_end.data(), folder_end.size() * 8);
+        put(columns.class_end, class_end.data(), class_end.size() * 8);
+        put(columns.pool, pool.data(), pool.size());
+        SampleTableHeader header{kSampleTableMagic, kSampleTableVersion,
+                                 sizeof(SampleTableHeader), count, folder_end.size(),
+                                 class_end.size(), pool.size(), columns.total, 0};
+        header.digest = fnv1a(base + sizeof header, columns.total - sizeof header);
+        std::memcpy(base, &header, sizeof header);
+      });
   builder = SampleTableBuilder{};
   malloc_trim(0);  // the builder's columns were a transient second copy
-  if (fcntl(fd, F_ADD_SEALS, kNeededSeals | F_SEAL_SEAL) != 0) {
-    const int error = errno;
-    close(fd);
-    throw IoError(std::string("ringloader: cannot seal the sample table: ") +
-                  std::strerror(error));
-  }
-  const void* data = mmap(nullptr, columns.total, PROT_READ, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) {
-    close(fd);
-    throw IoError(std::string("ringloader: cannot map the sample table: ") +
-                  std::strerror(errno));
-  }
-  return std::shared_ptr<const SampleTable>(new SampleTable(fd, data, columns.total));
+  return std::shared_ptr<const SampleTable>(new SampleTable(mapping));
 }
 
 std::shared_ptr<const SampleTable> SampleTable::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fail_open(path, std::string("cannot open it (") + std::strerror(errno) +
-                        "); the trainer that built it must still be running");
-  }
-  struct stat info {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (fstat(fd, &info) != 0 || seals < 0 || (seals & kNeededSeals) != kNeededSeals) {
-    close(fd);
-    fail_open(path, "not a memfd sealed against writes");
-  }
-  const auto bytes = static_cast<size_t>(info.st_size);
-  if (bytes < sizeof(SampleTableHeader)) {
-    close(fd);
-    fail_open(path, "holds " + std::to_string(bytes) + " bytes, less than its header");
-  }
-  const void* data = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) {
-    const int error = errno;
-    close(fd);
-    fail_open(path, std::string("cannot map it: ") + std::strerror(error));
-  }
-  std::shared_ptr<const SampleTable> table(new SampleTable(fd, data, bytes));
+  std::shared_ptr<const SampleTable> table(
+      new SampleTable(open_sealed_memfd(path, "sample table", sizeof(SampleTableHeader))));
   try {
     table->validate();
   } catch (const IoError& error) {
@@ -186,8 +135,8 @@ std::shared_ptr<const SampleTable> SampleTable::open(const std::string& path) {
   return table;
 }
 
-SampleTable::SampleTable(int fd, const void* data, size_t bytes)
-    : fd_(fd), data_(static_cast<const uint8_t*>(data)), bytes_(bytes) {
+SampleTable::SampleTable(const SealedMapping& mapping)
+    : fd_(mapping.fd), data_(mapping.data), bytes_(mapping.bytes) {
   header_ = reinterpret_cast<const SampleTableHeader*>(data_);
   Columns columns{};
   // Pointers are only formed once validate() has checked the sizes; until
@@ -203,10 +152,7 @@ SampleTable::SampleTable(int fd, const void* data, size_t bytes)
   }
 }
 
-SampleTable::~SampleTable() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), bytes_);
-  if (fd_ >= 0) close(fd_);
-}
+SampleTable::~SampleTable() { release(SealedMapping{fd_, data_, bytes_}); }
 
 void SampleTable::validate() const {
   if (header_->magic != kSampleTableMagic) throw IoError("bad magic (not a sample table)");

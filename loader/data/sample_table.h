@@ -17,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "loader/data/sealed_memfd.h"
+
 namespace ringloader::data {
 
 // Layout (all little-endian host words, every column 8-byte aligned):
@@ -97,7 +99,7 @@ class SampleTable {
   std::string digest() const;
 
  private:
-  SampleTable(int fd, const void* data, size_t bytes);
+  explicit SampleTable(const SealedMapping& mapping);
   void validate() const;
   std::string_view pool_range(uint64_t begin, uint64_t end, const char* what,
                               int64_t index) const;

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tensor_rows.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "loader/data/sealed_memfd.h"
 #include "ringloader/errors.h"
 
 namespace ringloader {
@@ -51,7 +49,6 @@ size_t element_size(ElementType type) {
 namespace data {
 namespace {
 
-constexpr int kNeededSeals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
 // A row is one ring sample, a 1 x row_bytes image: its width is an int.
 constexpr uint64_t kMaxRowBytes = INT_MAX;
 
@@ -104,12 +101,6 @@ uint64_t digest_of(const uint8_t* data, uint64_t size) {
   throw IoError("ringloader: tensor rows " + path + ": " + why);
 }
 
-[[noreturn]] void fail_errno(const std::string& what, int fd) {
-  const int error = errno;
-  if (fd >= 0) close(fd);
-  throw IoError("ringloader: tensor rows: " + what + ": " + std::strerror(error));
-}
-
 TensorRowsHeader header_for(const TensorRowsData& rows) {
   if (rows.rows == nullptr || rows.row_count <= 0) {
     throw OptionError("ringloader: tensor rows need at least one row (got " +
@@ -148,53 +139,23 @@ TensorRowsHeader header_for(const TensorRowsData& rows) {
 
 std::shared_ptr<const TensorRows> TensorRows::build(const TensorRowsData& rows) {
   const TensorRowsHeader header = header_for(rows);
-  int fd = memfd_create("ringloader-rows", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) fail_errno("memfd_create", -1);
-  if (ftruncate(fd, static_cast<off_t>(header.total_bytes)) != 0) {
-    fail_errno("cannot size the memfd (" + std::to_string(header.total_bytes) + " bytes)", fd);
-  }
-  void* map = mmap(nullptr, header.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) fail_errno("cannot map the memfd", fd);
-  auto* base = static_cast<uint8_t*>(map);
-  std::memcpy(base, &header, sizeof header);
-  std::memcpy(base + header.data_offset, rows.rows, header.count * header.row_bytes);
-  if (rows.labels) std::memcpy(base + header.labels_offset, rows.labels, header.count * 8);
-  const uint64_t digest = digest_of(base + header.data_offset,
-                                    header.total_bytes - header.data_offset);
-  std::memcpy(base + offsetof(TensorRowsHeader, digest), &digest, sizeof digest);
-  munmap(map, header.total_bytes);  // F_SEAL_WRITE needs no writable mapping
-  if (fcntl(fd, F_ADD_SEALS, kNeededSeals | F_SEAL_SEAL) != 0) {
-    fail_errno("cannot seal the memfd", fd);
-  }
-  const void* data = mmap(nullptr, header.total_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) fail_errno("cannot map the memfd", fd);
-  return std::shared_ptr<const TensorRows>(new TensorRows(fd, data, header.total_bytes));
+  const SealedMapping mapping = create_sealed_memfd(
+      "ringloader-rows", "tensor rows", header.total_bytes, [&](uint8_t* base) {
+        std::memcpy(base, &header, sizeof header);
+        std::memcpy(base + header.data_offset, rows.rows, header.count * header.row_bytes);
+        if (rows.labels) {
+          std::memcpy(base + header.labels_offset, rows.labels, header.count * 8);
+        }
+        const uint64_t digest = digest_of(base + header.data_offset,
+                                          header.total_bytes - header.data_offset);
+        std::memcpy(base + offsetof(TensorRowsHeader, digest), &digest, sizeof digest);
+      });
+  return std::shared_ptr<const TensorRows>(new TensorRows(mapping));
 }
 
 std::shared_ptr<const TensorRows> TensorRows::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fail_open(path, std::string("cannot open it (") + std::strerror(errno) +
-                        "); the trainer that wrote it must still be running");
-  }
-  struct stat info {};
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (fstat(fd, &info) != 0 || seals < 0 || (seals & kNeededSeals) != kNeededSeals) {
-    close(fd);
-    fail_open(path, "not a memfd sealed against writes");
-  }
-  const auto bytes = static_cast<size_t>(info.st_size);
-  if (bytes < sizeof(TensorRowsHeader)) {
-    close(fd);
-    fail_open(path, "holds " + std::to_string(bytes) + " bytes, less than its header");
-  }
-  const void* data = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) {
-    const int error = errno;
-    close(fd);
-    fail_open(path, std::string("cannot map it: ") + std::strerror(error));
-  }
-  std::shared_ptr<const TensorRows> rows(new TensorRows(fd, data, bytes));
+  std::shared_ptr<const TensorRows> rows(
+      new TensorRows(open_sealed_memfd(path, "tensor rows", sizeof(TensorRowsHeader))));
   try {
     rows->validate();
   } catch (const Error& error) {
@@ -203,14 +164,11 @@ std::shared_ptr<const TensorRows> TensorRows::open(const std::string& path) {
   return rows;
 }
 
-TensorRows::TensorRows(int fd, const void* data, size_t bytes)
-    : fd_(fd), data_(static_cast<const uint8_t*>(data)), bytes_(bytes),
-      header_(static_cast<const TensorRowsHeader*>(data)) {}
+TensorRows::TensorRows(const SealedMapping& mapping)
+    : fd_(mapping.fd), data_(mapping.data), bytes_(mapping.bytes),
+      header_(reinterpret_cast<const TensorRowsHeader*>(mapping.data)) {}
 
-TensorRows::~TensorRows() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), bytes_);
-  if (fd_ >= 0) close(fd_);
-}
+TensorRows::~TensorRows() { release(SealedMapping{fd_, data_, bytes_}); }
 
 void TensorRows::validate() const {
   const TensorRowsHeader& h = *header_;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/data/sealed_memfd.h"
 #include "ringloader/dataset.h"
 
 namespace ringloader::data {
@@ -81,7 +82,7 @@ class TensorRows {
   std::string digest() const;
 
  private:
-  TensorRows(int fd, const void* data, size_t bytes);
+  explicit TensorRows(const SealedMapping& mapping);
   void validate() const;
 
   int fd_ = -1;
