@@ -4,17 +4,14 @@
 // and a table that is unsealed, of another version, or whose offsets point
 // outside it is a named IoError, never a wrong path.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "loader/data/sample_table.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
+#include "tests/unit/data/sealed_memfd_test_support.h"
 
 namespace ringloader::data {
 namespace {
@@ -30,32 +27,11 @@ std::shared_ptr<const SampleTable> small_table() {
   return SampleTable::build(std::move(builder));
 }
 
-std::vector<uint8_t> bytes_of(const SampleTable& table) {
-  std::ifstream in(table.proc_path(), std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A memfd holding `bytes`, sealed (or not) as a trainer would leave it;
-// returns its /proc path and keeps the fd open in `fd`.
-std::string memfd_with(const std::vector<uint8_t>& bytes, bool seal, int& fd) {
-  fd = memfd_create("test-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  if (seal) EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK), 0);
-  return "/proc/self/fd/" + std::to_string(fd);
-}
+using memfd_test::bytes_of;
+using memfd_test::memfd_with;
 
 std::string open_error(const std::vector<uint8_t>& bytes, bool seal = true) {
-  int fd = -1;
-  std::string path = memfd_with(bytes, seal, fd);
-  std::string what;
-  try {
-    SampleTable::open(path);
-  } catch (const IoError& error) {
-    what = error.what();
-  }
-  close(fd);
-  return what;
+  return memfd_test::open_error<SampleTable>(bytes, seal);
 }
 
 TEST(SampleTable, ReopenedByPathReadsWhatWasBuilt) {

@@ -4,19 +4,16 @@
 // unknown element type, or whose counts and offsets reach outside it is a
 // named IoError at open, before any row is read.
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <numeric>
 
 #include "loader/data/tensor_rows.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
+#include "tests/unit/data/sealed_memfd_test_support.h"
 
 namespace ringloader::data {
 namespace {
@@ -45,32 +42,11 @@ Example example() {
   return out;
 }
 
-std::vector<uint8_t> bytes_of(const TensorRows& rows) {
-  std::ifstream in(rows.proc_path(), std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using memfd_test::bytes_of;
+using memfd_test::memfd_with;
 
-std::string memfd_with(const std::vector<uint8_t>& bytes, bool seal, int& fd) {
-  fd = memfd_create("test-rows", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  EXPECT_GE(fd, 0);
-  EXPECT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
-  if (seal) EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK), 0);
-  return "/proc/self/fd/" + std::to_string(fd);
-}
-
-// What open() says of these bytes ("" when it accepts them).
 std::string open_error(const std::vector<uint8_t>& bytes, bool seal = true) {
-  int fd = -1;
-  const std::string path = memfd_with(bytes, seal, fd);
-  std::string what;
-  try {
-    TensorRows::open(path);
-  } catch (const IoError& error) {
-    what = error.what();
-    EXPECT_NE(what.find(path), std::string::npos) << what;  // names the file
-  }
-  close(fd);
-  return what;
+  return memfd_test::open_error<TensorRows>(bytes, seal);
 }
 
 TEST(TensorRows, ReopenedByPathReadsEveryRowAndLabel) {
