@@ -17,10 +17,11 @@ Measured, in this interpreter (run it once per build to compare):
           it added;
   workers each worker's private memory and PSS after --batches batches
           (batch 256, Resize((16, 16)) + ToTensor, --workers workers);
-  trainer the trainer's private memory added by dataset + loader then.
+  trainer the trainer's private memory added by dataset + loader then,
+          and its PSS; the tar sample table's size (shared memory).
 
-    nice -n 19 python3 bench/tar_index_scale.py            # 1.28M samples
-    nice -n 19 python3 bench/tar_index_scale.py --samples 200000
+    PYTHONPATH=build/python nice -n 19 /usr/bin/python3 bench/tar_index_scale.py
+    ... bench/tar_index_scale.py --samples 200000 --data /tmp/ringloader-tar-200k
 """
 import argparse
 import io
@@ -119,6 +120,9 @@ def measure(pattern, index, workers, batches):
     result = {"samples": len(dataset), "index_s": round(seconds, 2),
               "trainer_index_mib": round((built["private"] - before["private"]) / 1024, 1),
               "trainer_running_mib": round((running["private"] - before["private"]) / 1024, 1),
+              "trainer_pss_mib": round(running["pss"] / 1024, 1),
+              "table_mib": (round(dataset._tar.table_bytes / 2**20, 1)
+                            if hasattr(dataset, "_tar") else None),
               "workers": [{key: round(value / 1024, 1) for key, value in memory_kib(pid).items()}
                           for pid in workers_of(me)]}
     del it, loader

@@ -85,8 +85,8 @@ std::shared_ptr<const TarSampleTable> TarSampleTable::build(TarSampleTableBuilde
       });
   builder = TarSampleTableBuilder{};
   malloc_trim(0);  // the builder's columns were a transient second copy
-  std::shared_ptr<const TarSampleTable> table(new TarSampleTable(mapping, ""));
-  const_cast<TarSampleTable&>(*table).path_ = table->proc_path();
+  std::shared_ptr<TarSampleTable> table(new TarSampleTable(mapping, ""));
+  table->path_ = table->proc_path();  // its messages name it as a worker would
   return table;
 }
 
