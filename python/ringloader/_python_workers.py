@@ -328,9 +328,9 @@ class PythonWorkers:
 
 def _automatic_slots(options, fixed_slot_bytes):
     """The C++ loader's automatic slot count (ring_sizing.cc), from the
-    bytes a slot is known to use: two per worker and two, within the ring
-    memory budget (Default: a quarter of physical memory)."""
-    wanted = max(4, 2 * max(1, options["num_workers"]) + 2)
+    bytes a slot is known to use: two per worker (4 at least), within the
+    ring memory budget (Default: a quarter of physical memory)."""
+    wanted = max(4, 2 * max(1, options["num_workers"]))
     budget = options.get("ring_memory_budget_bytes", 0) or \
         os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
     return max(2, min(wanted, budget // max(1, fixed_slot_bytes)))
