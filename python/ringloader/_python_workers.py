@@ -8,6 +8,7 @@ travels is the payload, pickled with cloudpickle: classes and functions of
 ``__main__`` by value, everything else by reference (importable in the
 workers through the trainer's sys.path).
 """
+import atexit
 import os
 import pickle
 import select
@@ -77,6 +78,9 @@ class _Zygote:
                 stdin=subprocess.DEVNULL)
         theirs.close()
         self.control = ours
+        # The zygote ends when this end closes; closed here before the
+        # interpreter's collector would (a ResourceWarning under -X dev).
+        atexit.register(self.control.close)
 
     def alive(self):
         if self.owner != os.getpid():
