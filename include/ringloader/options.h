@@ -48,10 +48,12 @@ struct RINGLOADER_EXPORT LoaderOptions {
   int num_workers = 0;
   // Most workers kAutoWorkers may reach. 0: the online cores. Default: 0.
   int max_auto_workers = 0;
-  // Batches in the ring (K). 0 picks max(4, 2 * W + 2), W = num_workers (or
-  // the most workers kAutoWorkers may reach): two in flight per worker plus
-  // the one the trainer holds and the one it waits for, then lowers it (to
-  // 2 at least) until the ring's slot data fits ring_memory_budget_bytes.
+  // Batches in the ring (K). 0 picks max(4, 2 * W), W = num_workers (or
+  // the most workers kAutoWorkers may reach): two slots per worker, the one
+  // the trainer holds among them (torch's prefetch_factor=2), then lowers it
+  // (to 2 at least) until the ring's slot data fits ring_memory_budget_bytes.
+  // Every slot stays resident, so each one more costs a batch of memory;
+  // a deeper ring absorbs uneven batch times (docs/peers.md, "Ring depth").
   // Default: 0.
   int ring_slots = 0;
   // Bytes of slot data the automatic ring_slots may use. 0: a quarter of the

@@ -8,6 +8,7 @@ travels is the payload, pickled with cloudpickle: classes and functions of
 ``__main__`` by value, everything else by reference (importable in the
 workers through the trainer's sys.path).
 """
+import atexit
 import os
 import pickle
 import select
@@ -77,6 +78,9 @@ class _Zygote:
                 stdin=subprocess.DEVNULL)
         theirs.close()
         self.control = ours
+        # The zygote ends when this end closes; closed here before the
+        # interpreter's collector would (a ResourceWarning under -X dev).
+        atexit.register(self.control.close)
 
     def alive(self):
         if self.owner != os.getpid():
@@ -328,9 +332,9 @@ class PythonWorkers:
 
 def _automatic_slots(options, fixed_slot_bytes):
     """The C++ loader's automatic slot count (ring_sizing.cc), from the
-    bytes a slot is known to use: two per worker and two, within the ring
-    memory budget (Default: a quarter of physical memory)."""
-    wanted = max(4, 2 * max(1, options["num_workers"]) + 2)
+    bytes a slot is known to use: two per worker (4 at least), within the
+    ring memory budget (Default: a quarter of physical memory)."""
+    wanted = max(4, 2 * max(1, options["num_workers"]))
     budget = options.get("ring_memory_budget_bytes", 0) or \
         os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
     return max(2, min(wanted, budget // max(1, fixed_slot_bytes)))

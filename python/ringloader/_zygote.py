@@ -155,7 +155,13 @@ def _zygote_loop(control_fd, trainer_pid):
     # shuts the workers down), not the zygote, servers and workers.
     os.setpgid(0, 0)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    control = socket.socket(fileno=control_fd)
+    with socket.socket(fileno=control_fd) as control:
+        _serve(control)
+
+
+def _serve(control):
+    """Imports what servers need, says ready, and forks a server per
+    descriptor received until the trainer's end closes."""
     # Servers are reaped by the kernel: the zygote never waits on them.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     # What every server and worker needs, imported once here.
@@ -180,11 +186,13 @@ def _zygote_loop(control_fd, trainer_pid):
         if pid == 0:
             control.close()
             code = 1
+            server = LoaderServer(socket.socket(fileno=fds[0]))
             try:
-                code = LoaderServer(socket.socket(fileno=fds[0])).run()
+                code = server.run()
             except BaseException:  # noqa: BLE001  (a forked child must not return)
                 traceback.print_exc()
             finally:
+                server.close()
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
@@ -202,6 +210,13 @@ class LoaderServer:
         self.listener = None
         self.wake = ()
         self.trainer_pid = self.token = None
+
+    def close(self):
+        """Closes its sockets before os._exit: left to the collector, each
+        is a ResourceWarning on stderr under `python -X dev` and pytest."""
+        for sock in (self.listener, self.trainer):
+            if sock is not None:
+                sock.close()
 
     def run(self):
         # No PR_SET_PDEATHSIG here: the zygote's death (the trainer thread

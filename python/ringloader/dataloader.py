@@ -245,7 +245,9 @@ class DataLoader(torch.utils.data.DataLoader):
         native_shuffle = args.native_shuffle
         if ring_slots == 0 and prefetch_factor is not None and not auto_workers \
                 and num_workers > 0:
-            ring_slots = max(2, num_workers * prefetch_factor + 2)
+            # torch keeps prefetch_factor batches in flight per worker, plus
+            # the one the trainer holds; 2 is the automatic depth's own.
+            ring_slots = max(4, num_workers * prefetch_factor, num_workers + 1)
         options = {
             "batch_size": int(batch_size),
             "num_workers": _AUTO_WORKERS if auto_workers else int(num_workers),

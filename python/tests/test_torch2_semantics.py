@@ -127,3 +127,16 @@ def test_prefetch_factor_reads_back_and_is_checked_like_the_installed_torch(
         assert [y.tolist() for _, y in ours] == [y.tolist() for _, y in theirs]
     else:  # workers interleave their batches; the same batches either way
         assert sorted(b.tolist() for b in ours) == sorted(b.tolist() for b in theirs)
+
+
+@pytest.mark.parametrize("num_workers,given,slots", [
+    (2, {}, 4), (3, {}, 6),                    # automatic: two per worker, 4 at least
+    (2, {"prefetch_factor": 2}, 4),            # torch's default, passed: the same ring
+    (2, {"prefetch_factor": 3}, 6), (1, {"prefetch_factor": 1}, 4)])
+def test_the_ring_holds_two_batches_per_worker_or_what_prefetch_factor_asks(
+        num_workers, given, slots):
+    # Every slot stays resident (docs/peers.md, "Ring depth"), so the ring is
+    # no deeper than torch's own prefetching unless the caller asks.
+    loader = ringloader.DataLoader(Squares(), batch_size=4, num_workers=num_workers, **given)
+    assert [y.tolist() for _, y in loader] == [list(range(i, i + 4)) for i in range(0, 24, 4)]
+    assert loader.stats()["ring_slots"] == slots

@@ -108,7 +108,8 @@ class RecordsPid(torch.utils.data.Dataset):
 
 
 def _pids(path):
-    return {int(line) for line in open(path).read().split()}
+    with open(path) as f:
+        return {int(line) for line in f.read().split()}
 
 
 def test_sample_zero_probe_runs_outside_the_trainer(tmp_path):
@@ -224,7 +225,8 @@ def test_killing_the_forked_worker_itself_is_detected_and_replaced(tmp_path):
         if b == 1:
             # The last sample's process: a worker (the first line is the
             # loader server's sample-0 probe).
-            os.kill(int(open(path).read().split()[-1]), signal.SIGKILL)
+            with open(path) as f:
+                os.kill(int(f.read().split()[-1]), signal.SIGKILL)
         got.append(y.clone())
     assert torch.equal(torch.cat(got), torch.arange(40))
     assert loader.stats()["worker_restarts"] >= 1
@@ -310,3 +312,34 @@ def test_a_spawned_zygote_whose_trainer_went_away_exits_quietly(tmp_path):
     result = _run([str(script)], tmp_path, env={"RINGLOADER_ZYGOTE": "spawn"})
     assert result.returncode == 0 and "EXIT 0" in result.stdout, result.stdout + result.stderr
     assert "Traceback" not in result.stderr, result.stderr
+
+
+def test_no_socket_is_left_to_the_collector_in_trainer_zygote_or_server(tmp_path):
+    # Under `python -X dev` (and pytest) every socket finalised unclosed is a
+    # ResourceWarning on stderr: the trainer's end of the zygote's control
+    # socket at exit, the zygote's, and each loader server's two.
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import gc
+        import torch
+        import ringloader
+
+        class Squares(torch.utils.data.Dataset):
+            def __len__(self):
+                return 8
+
+            def __getitem__(self, i):
+                return torch.tensor([i * i])
+
+        for _ in range(2):
+            loader = ringloader.DataLoader(Squares(), batch_size=4, num_workers=1)
+            assert [b.flatten().tolist() for b in loader] == [[0, 1, 4, 9], [16, 25, 36, 49]]
+            del loader
+            gc.collect()
+        print("SCRIPT-OK")
+    """))
+    run = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning",
+                          str(script)], env=_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and "SCRIPT-OK" in run.stdout, run.stderr
+    assert "ResourceWarning" not in run.stderr, run.stderr

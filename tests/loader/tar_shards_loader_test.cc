@@ -429,7 +429,7 @@ TEST_F(TarShardsLoader, AutoWorkersGiveTheSameBytesAsFixed) {
   }
   EXPECT_EQ(added, 1);  // the trainer only copies: it stalls on 1 worker
   EXPECT_EQ(stats.workers, 1 + added - retired);
-  EXPECT_EQ(stats.ring_slots, 6);  // 2 x 2 workers + 2
+  EXPECT_EQ(stats.ring_slots, 4);  // 2 x 2 workers
 }
 
 }  // namespace

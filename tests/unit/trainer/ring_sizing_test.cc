@@ -24,28 +24,30 @@ TEST(RingSizing, WorkerCapacity) {
   EXPECT_EQ(worker_capacity(workers(LoaderOptions::kAutoWorkers)), cores > 0 ? cores : 1);
 }
 
-TEST(RingSizing, TwoPerWorkerPlusTwoAtLeastFour) {
+TEST(RingSizing, TwoPerWorkerAtLeastFour) {
   LoaderOptions options = workers(0);
   options.ring_memory_budget_bytes = uint64_t{1} << 40;
   EXPECT_EQ(automatic_ring_slots(options, 1000), 4);
   options.num_workers = 1;
   EXPECT_EQ(automatic_ring_slots(options, 1000), 4);
+  options.num_workers = 2;
+  EXPECT_EQ(automatic_ring_slots(options, 1000), 4);
   options.num_workers = 3;
-  EXPECT_EQ(automatic_ring_slots(options, 1000), 8);
+  EXPECT_EQ(automatic_ring_slots(options, 1000), 6);
   options = workers(LoaderOptions::kAutoWorkers, 10);
   options.ring_memory_budget_bytes = uint64_t{1} << 40;
-  EXPECT_EQ(automatic_ring_slots(options, 1000), 22);  // the most workers it may reach
+  EXPECT_EQ(automatic_ring_slots(options, 1000), 20);  // the most workers it may reach
 }
 
 TEST(RingSizing, BudgetLowersTheDepthToTwoAtLeast) {
-  LoaderOptions options = workers(8);  // wants 18
+  LoaderOptions options = workers(8);  // wants 16
   options.ring_memory_budget_bytes = 10 * 1000;
   EXPECT_EQ(automatic_ring_slots(options, 1000), 10);
   options.ring_memory_budget_bytes = 10 * 1000 - 1;
   EXPECT_EQ(automatic_ring_slots(options, 1000), 9);
   options.ring_memory_budget_bytes = 1;
   EXPECT_EQ(automatic_ring_slots(options, 1000), 2);
-  EXPECT_EQ(automatic_ring_slots(options, 0), 18);  // empty slots fit any budget
+  EXPECT_EQ(automatic_ring_slots(options, 0), 16);  // empty slots fit any budget
 }
 
 TEST(RingSizing, NoBudgetIsAQuarterOfMemory) {
