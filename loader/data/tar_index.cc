@@ -95,10 +95,13 @@ class SampleGrouper {
 // each shard's samples (shard_sizes) and to name the shard of each sample.
 void check_table(const TarIndex& index, const std::string& path, int64_t count,
                  const std::string& digest) {
-  int64_t total = 0;
+  int64_t total = 0;  // -1: sizes that are negative or pass the count
   for (int64_t size : index.shard_sizes) {
-    if (size < 0 || size > count) total = -1;
-    if (total >= 0) total += size;
+    if (size < 0 || size > count - total) {
+      total = -1;
+      break;
+    }
+    total += size;
   }
   const TarSampleTable& table = *index.table;
   std::string why;
@@ -111,7 +114,8 @@ void check_table(const TarIndex& index, const std::string& path, int64_t count,
     why = "holds samples of " + std::to_string(table.shards()) + " shards, its description " +
           std::to_string(index.shards.size()) + " shards of " +
           std::to_string(index.shard_sizes.size()) + " sizes summing to " +
-          std::to_string(total);
+          (total < 0 ? "more than " + std::to_string(count) + " (or negative)"
+                     : std::to_string(total));
   }
   if (!why.empty()) throw IoError("ringloader: tar sample table " + path + " " + why);
 }

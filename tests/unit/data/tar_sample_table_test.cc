@@ -207,8 +207,10 @@ TEST_F(TarSampleTableIndex, ADescriptionThatDisagreesWithItsTableIsNamed) {
   EXPECT_NE(count.find("holds 10 samples"), std::string::npos) << count;
   EXPECT_NE(error_with([](nlohmann::json& d) { d["digest"] = "0000000000000000"; })
                 .find("digest"), std::string::npos);
-  const std::string sizes = error_with([](nlohmann::json& d) { d["shard_sizes"] = {7, 4}; });
-  EXPECT_NE(sizes.find("summing to 11"), std::string::npos) << sizes;
+  const std::string sizes = error_with([](nlohmann::json& d) { d["shard_sizes"] = {5, 4}; });
+  EXPECT_NE(sizes.find("summing to 9"), std::string::npos) << sizes;
+  const std::string past = error_with([](nlohmann::json& d) { d["shard_sizes"] = {7, 4}; });
+  EXPECT_NE(past.find("summing to more than 10"), std::string::npos) << past;
   const std::string shards =
       error_with([](nlohmann::json& d) { d["shards"].push_back("x.tar"); });
   EXPECT_NE(shards.find("samples of 2 shards"), std::string::npos) << shards;
