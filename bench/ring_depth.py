@@ -32,23 +32,10 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+from one_run import tree_pids  # noqa: E402  (imports peers.py: no peer itself)
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
-def tree_pids(root):
-    children, pids = {}, [root]
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    for pid in pids:
-        pids.extend(children.get(pid, []))
-    return pids
 
 
 def private_mib(pids):
