@@ -190,7 +190,7 @@ int index_only(const Arguments& args) {
   }
   write_index(args.index, ringloader::data::tar_manifest_json(index, urls, file_sizes));
   std::printf("ringloader-shard: indexed %zu samples in %zu shards -> %s\n",
-              index.samples.size(), index.shards.size(), args.index.c_str());
+              static_cast<size_t>(index.size()), index.shards.size(), args.index.c_str());
   return 0;
 }
 

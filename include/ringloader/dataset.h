@@ -77,6 +77,21 @@ struct RINGLOADER_EXPORT TarShardOptions {
   int fetch_attempts = 3;
 };
 
+// Where one sample of tar shards lives (Dataset::tar_member). Plain data.
+struct RINGLOADER_EXPORT TarMember {
+  // The shard's path or pipe: URL. Default: "".
+  std::string shard;
+  // The image member's data: its offset in the shard and its bytes.
+  // Default: 0.
+  uint64_t offset = 0;
+  // Default: 0.
+  uint64_t size = 0;
+  // The integer text of <key>.cls. Default: -1 (no .cls member).
+  int64_t label = -1;
+  // The image member's name. Default: "".
+  std::string name;
+};
+
 // One dataset of a weighted mix (Dataset::mix): its samples, the samples
 // it gives per epoch, and its tar shards (0 for files).
 struct RINGLOADER_EXPORT MixPart {
@@ -136,9 +151,11 @@ struct RINGLOADER_EXPORT TensorRowsData {
 // and safe to read and copy from any number of threads. A Loader keeps its
 // own copy.
 //
-// File-backed datasets keep their paths and labels in one sample table: a
-// sealed memfd built once in the trainer and mapped read-only by every
-// worker (docs/index.md), so no process holds a private copy of the list.
+// File-backed datasets keep their paths and labels in one sample table, and
+// tar shards their members' offsets, sizes, labels and names in one tar
+// sample table: a sealed memfd built once in the trainer and mapped
+// read-only by every worker (docs/index.md), so no process holds a private
+// copy of the list.
 class RINGLOADER_EXPORT Dataset {
  public:
   // torchvision.datasets.ImageFolder: root/<class>/<image>; classes are the
@@ -181,7 +198,8 @@ class RINGLOADER_EXPORT Dataset {
   // "pipe:<command>" (its stdout is the shard, e.g. "pipe:curl -s URL").
   // The shards are indexed here, once: local ones by their headers only,
   // pipe: ones by streaming them (or the index is read from
-  // options.index, a shard index file, and no shard is read). With LoaderOptions::shuffle, each epoch
+  // options.index, a shard index file, and no shard is read), into a
+  // sealed table that workers map read-only (docs/index.md, "Tar shards"). With LoaderOptions::shuffle, each epoch
   // permutes the shard order and mixes samples through a bounded buffer,
   // so workers read shards front to back. Throws IoError naming the shard
   // and member for a corrupt or truncated shard, OptionError for a bad
@@ -221,13 +239,19 @@ class RINGLOADER_EXPORT Dataset {
   static Dataset tensor_rows(const std::string& memfd_path);
 
   int64_t size() const;
-  // File-backed datasets: sample `index`'s path and label, read from the
-  // shared table (bounds-checked; IoError naming the index when outside).
+  // File-backed datasets: sample `index`'s path and label (tar shards: its
+  // label), read from the shared table (bounds-checked; IoError naming the
+  // index when outside).
   std::string sample_path(int64_t index) const;
   int64_t sample_label(int64_t index) const;
-  // The labels column of the shared table (size() values, read-only
-  // mapping; valid while a copy of this Dataset lives), or null for other
-  // kinds; and the table's bytes (0 for other kinds).
+  // Tar shards: sample `index`'s member, read from the shared tar sample
+  // table (checked: IoError naming the table and sample when `index` is
+  // outside or the table is corrupt); OptionError for other kinds.
+  TarMember tar_member(int64_t index) const;
+  // The labels column of the shared table of a file-backed or tar dataset
+  // (size() values, read-only mapping; valid while a copy of this Dataset
+  // lives), or null for other kinds; and the table's bytes (0 for other
+  // kinds).
   const int64_t* sample_labels() const;
   uint64_t sample_table_bytes() const;
   // A file-backed dataset of these samples of this one, in this order (a

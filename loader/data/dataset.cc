@@ -71,7 +71,7 @@ Dataset Dataset::idx(const std::string& images_path,
 }
 
 int64_t Dataset::size() const {
-  if (kind_ == Kind::kTar) return static_cast<int64_t>(tar_->samples.size());
+  if (kind_ == Kind::kTar) return tar_->size();
   if (kind_ == Kind::kRows) return rows_->size();
   return kind_ == Kind::kIdx ? idx_count_ : table_->size();
 }

@@ -7,6 +7,7 @@
 
 #include "loader/data/image_folder_scan.h"
 #include "loader/data/sample_table.h"
+#include "loader/data/tar_index.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 
@@ -104,13 +105,22 @@ std::string Dataset::sample_path(int64_t index) const {
 }
 
 int64_t Dataset::sample_label(int64_t index) const {
-  if (!table_) throw OptionError("ringloader: sample_label needs a file-backed dataset");
+  if (tar_) return tar_->table->label(index);
+  if (!table_) {
+    throw OptionError("ringloader: sample_label needs a file-backed or tar dataset");
+  }
   return table_->label(index);
 }
 
-const int64_t* Dataset::sample_labels() const { return table_ ? table_->labels() : nullptr; }
+const int64_t* Dataset::sample_labels() const {
+  if (tar_) return tar_->table->labels();
+  return table_ ? table_->labels() : nullptr;
+}
 
-uint64_t Dataset::sample_table_bytes() const { return table_ ? table_->bytes() : 0; }
+uint64_t Dataset::sample_table_bytes() const {
+  if (tar_) return tar_->table->bytes();
+  return table_ ? table_->bytes() : 0;
+}
 
 std::vector<FileSample> Dataset::files() const {
   std::vector<FileSample> out;

@@ -18,6 +18,7 @@ std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
 
 Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts) {
   data::TarIndex index;
+  data::TarSampleTableBuilder samples;
   index.shuffle_buffer = parts.front().first.tar_->shuffle_buffer;
   for (const auto& [part, weight] : parts) {
     const auto first_shard = static_cast<int32_t>(index.shards.size());
@@ -31,11 +32,14 @@ Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts
     bytes.resize(source.shards.size(), 0);
     index.shard_bytes.insert(index.shard_bytes.end(), bytes.begin(), bytes.end());
     if (!index.cache.enabled() && source.cache.enabled()) index.cache = source.cache;
-    for (data::TarSample sample : source.samples) {
+    for (int64_t i = 0; i < source.size(); ++i) {
+      data::TarSample sample = source.sample(i);
       sample.shard += first_shard;
-      index.samples.push_back(std::move(sample));
+      samples.add(sample);
     }
   }
+  // One table for the mix, which its workers map like any tar dataset's.
+  index.table = data::TarSampleTable::build(std::move(samples), index.shards.size());
   return from_tar_index(std::move(index), parts.front().first.mode_);
 }
 

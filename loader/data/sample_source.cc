@@ -69,7 +69,13 @@ std::string SampleSource::describe(int64_t index) const {
     return describe_sample(index, dataset_.idx_images_path());
   }
   if (copies_rows()) return "sample " + std::to_string(index) + " (tensor rows)";
-  if (dataset_.tar_index()) return describe_tar_sample(*dataset_.tar_index(), index);
+  if (dataset_.tar_index()) {
+    try {
+      return describe_tar_sample(*dataset_.tar_index(), index);
+    } catch (const IoError& error) {
+      return "sample " + std::to_string(index) + " (" + error.what() + ")";
+    }
+  }
   try {
     return describe_sample(index, dataset_.sample_path(index));
   } catch (const IoError& error) {
@@ -97,7 +103,7 @@ int64_t SampleSource::read_encoded(int64_t index,
                                    std::vector<uint8_t>& file_bytes) const {
   if (tar_reader_) {
     tar_reader_->read(index, file_bytes);
-    return dataset_.tar_index()->samples[static_cast<size_t>(index)].label;
+    return dataset_.tar_index()->table->label(index);  // checked against the table
   }
   // Both checked against the table's bounds (it is the trainer's memory).
   read_file(dataset_.sample_path(index), file_bytes);

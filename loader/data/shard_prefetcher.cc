@@ -29,7 +29,7 @@ void ShardPrefetcher::start(const std::vector<int64_t>& order, size_t first) {
   std::vector<int32_t> sequence;
   std::vector<size_t> first_use;
   for (size_t i = first; i < order.size(); ++i) {
-    int32_t shard = index_.samples[static_cast<size_t>(order[i])].shard;
+    const int32_t shard = index_.table->shard(order[i]);  // checked against its shards
     if (seen[static_cast<size_t>(shard)]) continue;
     seen[static_cast<size_t>(shard)] = 1;
     sequence.push_back(shard);

@@ -3,6 +3,7 @@
 #include "loader/data/tar_index.h"
 #include "loader/data/tar_manifest.h"
 #include "ringloader/dataset.h"
+#include "ringloader/errors.h"
 
 namespace ringloader {
 
@@ -21,6 +22,15 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
   }
   return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer, cache),
                         options.mode);
+}
+
+TarMember Dataset::tar_member(int64_t index) const {
+  if (!tar_) throw OptionError("ringloader: tar_member needs a tar dataset");
+  data::TarSample sample = tar_->sample(index);
+  // The table's shard ids are below its shard count, which a worker's
+  // TarIndex::from_json checked against this list.
+  return {tar_->shards.at(static_cast<size_t>(sample.shard)), sample.offset, sample.size,
+          sample.label, std::move(sample.image_name)};
 }
 
 Dataset Dataset::from_tar_index(data::TarIndex index, ColorMode mode) {

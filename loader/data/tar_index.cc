@@ -42,7 +42,8 @@ int64_t parse_label(const std::string& text, const std::string& shard,
 // Consecutive members sharing a key make one sample, as in WebDataset.
 class SampleGrouper {
  public:
-  SampleGrouper(TarIndex& index, int32_t shard) : index_(index), shard_(shard) {}
+  SampleGrouper(TarIndex& index, TarSampleTableBuilder& samples, int32_t shard)
+      : index_(index), samples_(samples), shard_(shard) {}
 
   void add(TarMember&& member) {
     std::string key, extension;
@@ -72,7 +73,7 @@ class SampleGrouper {
                     ".pgm .tif .tiff .webp)");
     }
     current_.shard = shard_;
-    index_.samples.push_back(std::move(current_));
+    samples_.add(current_);
     ++index_.shard_sizes[shard_];
     current_ = TarSample{};
     has_image_ = false;
@@ -81,12 +82,43 @@ class SampleGrouper {
 
  private:
   TarIndex& index_;
+  TarSampleTableBuilder& samples_;
   int32_t shard_;
   std::string key_;
   TarSample current_;
   bool has_image_ = false;
   int members_ = 0;
 };
+
+// A worker's table must be the one its description names, and agree with
+// the shard list that travels beside it: the reader trusts both to find
+// each shard's samples (shard_sizes) and to name the shard of each sample.
+void check_table(const TarIndex& index, const std::string& path, int64_t count,
+                 const std::string& digest) {
+  int64_t total = 0;  // -1: sizes that are negative or pass the count
+  for (int64_t size : index.shard_sizes) {
+    if (size < 0 || size > count - total) {
+      total = -1;
+      break;
+    }
+    total += size;
+  }
+  const TarSampleTable& table = *index.table;
+  std::string why;
+  if (table.size() != count || table.digest() != digest) {
+    why = "holds " + std::to_string(table.size()) + " samples (digest " + table.digest() +
+          "), its description " + std::to_string(count) + " (digest " + digest + ")";
+  } else if (table.shards() != index.shards.size() ||
+             index.shard_sizes.size() != index.shards.size() ||
+             index.shard_bytes.size() != index.shards.size() || total != count) {
+    why = "holds samples of " + std::to_string(table.shards()) + " shards, its description " +
+          std::to_string(index.shards.size()) + " shards of " +
+          std::to_string(index.shard_sizes.size()) + " sizes summing to " +
+          (total < 0 ? "more than " + std::to_string(count) + " (or negative)"
+                     : std::to_string(total));
+  }
+  if (!why.empty()) throw IoError("ringloader: tar sample table " + path + " " + why);
+}
 
 }  // namespace
 
@@ -111,6 +143,7 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
   index.cache = cache;
   std::unique_ptr<ShardCache> shard_cache;
   if (cache.enabled()) shard_cache = std::make_unique<ShardCache>(cache);
+  TarSampleTableBuilder samples;
   for (size_t shard = 0; shard < index.shards.size(); ++shard) {
     std::shared_ptr<ShardInput> input;
     if (shard_cache && shard_cache->caches(index.shards[shard])) {
@@ -120,7 +153,7 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
     } else {
       input = open_shard(index.shards[shard]);
     }
-    SampleGrouper grouper(index, static_cast<int32_t>(shard));
+    SampleGrouper grouper(index, samples, static_cast<int32_t>(shard));
     walk_tar(*input, index.shards[shard], is_label_member,
              [&](TarMember&& member) { grouper.add(std::move(member)); });
     grouper.flush();
@@ -129,34 +162,26 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
       file_sizes->push_back(input->position());
     }
   }
-  if (index.samples.empty()) {
+  if (samples.size() == 0) {
     throw IoError("ringloader: the tar shards hold no sample (first shard: " +
                   index.shards.front() + ")");
   }
+  index.table = TarSampleTable::build(std::move(samples), index.shards.size());
   return index;
 }
 
 std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
-  const TarSample& s = index.samples[static_cast<size_t>(sample)];
-  return "sample " + std::to_string(sample) + " (" + index.shards[s.shard] +
+  // The table checked the shard id against its own count; the shard list
+  // is checked against that count when a worker maps the table.
+  const TarSample s = index.sample(sample);
+  return "sample " + std::to_string(sample) + " (" + index.shards.at(s.shard) +
          " member " + s.image_name + ")";
 }
 
 nlohmann::json TarIndex::to_json() const {
-  nlohmann::json shard_of = nlohmann::json::array(), offsets = nlohmann::json::array(),
-                 sizes = nlohmann::json::array(), labels = nlohmann::json::array(),
-                 names = nlohmann::json::array();
-  for (const TarSample& s : samples) {
-    shard_of.push_back(s.shard);
-    offsets.push_back(s.offset);
-    sizes.push_back(s.size);
-    labels.push_back(s.label);
-    names.push_back(s.image_name);
-  }
   nlohmann::json out = {{"shards", shards}, {"shard_sizes", shard_sizes},
-          {"shuffle_buffer", shuffle_buffer}, {"sample_shard", std::move(shard_of)},
-          {"offsets", std::move(offsets)}, {"sizes", std::move(sizes)},
-          {"labels", std::move(labels)}, {"names", std::move(names)}};
+          {"shuffle_buffer", shuffle_buffer}, {"table", table->proc_path()},
+          {"count", table->size()}, {"digest", table->digest()}};
   if (!manifest.empty()) out["manifest"] = manifest;
   if (cache.enabled()) {
     out["shard_bytes"] = shard_bytes;
@@ -188,20 +213,10 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
     index.cache.fetch_attempts = cache.at("fetch_attempts").get<int>();
     index.cache.retry_backoff_s = cache.value("retry_backoff_s", 0.2);
   }
-  const auto& shard_of = description.at("sample_shard");
-  const auto& offsets = description.at("offsets");
-  const auto& sizes = description.at("sizes");
-  const auto& labels = description.at("labels");
-  const auto& names = description.at("names");
-  index.samples.resize(shard_of.size());
-  for (size_t i = 0; i < index.samples.size(); ++i) {
-    TarSample& s = index.samples[i];
-    s.shard = shard_of[i].get<int32_t>();
-    s.offset = offsets[i].get<uint64_t>();
-    s.size = sizes[i].get<uint64_t>();
-    s.label = labels[i].get<int64_t>();
-    s.image_name = names[i].get<std::string>();
-  }
+  const auto path = description.at("table").get<std::string>();
+  index.table = TarSampleTable::open(path);
+  check_table(index, path, description.at("count").get<int64_t>(),
+              description.at("digest").get<std::string>());
   return index;
 }
 

@@ -6,27 +6,25 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "loader/data/shard_cache.h"
+#include "loader/data/tar_sample_table.h"
 
 namespace ringloader::data {
 
-struct TarSample {
-  int32_t shard = 0;        // index into TarIndex::shards
-  uint64_t offset = 0;      // image bytes within the shard
-  uint64_t size = 0;
-  int64_t label = -1;       // from <key>.cls; -1 without one
-  std::string image_name;   // the image member's name, for messages
-};
-
+// The shard list and options are small and travel in the JSON description;
+// the samples live in one sealed table (tar_sample_table.h) that the trainer
+// builds and every worker maps, so no process holds a private copy of them.
 struct TarIndex {
   std::vector<std::string> shards;    // paths or pipe: URLs, in pattern order
   std::vector<int64_t> shard_sizes;   // samples per shard
-  std::vector<TarSample> samples;     // shard by shard, in archive order
+  // The samples, shard by shard, in archive order.
+  std::shared_ptr<const TarSampleTable> table;
   int64_t shuffle_buffer = 0;
   // Bytes of each shard when indexed through the cache (a fetch is checked
   // against it), else 0: unknown.
@@ -36,6 +34,13 @@ struct TarIndex {
   // named by a worker that finds a member that no longer matches it.
   std::string manifest;
 
+  int64_t size() const { return table ? table->size() : 0; }
+  // Sample `index`, checked (IoError naming the table and sample).
+  TarSample sample(int64_t index) const { return table->sample(index); }
+
+  // The description names the table (its /proc/<pid>/fd path, count and
+  // digest); from_json maps it and checks it against the shard list:
+  // IoError naming the table when they disagree.
   nlohmann::json to_json() const;
   static TarIndex from_json(const nlohmann::json& description);
 };

@@ -60,8 +60,8 @@ fs::path url_base(const std::string& source, const json& manifest) {
 
 class ManifestReader {
  public:
-  ManifestReader(const std::string& source, TarIndex& index)
-      : source_(source), index_(index) {}
+  ManifestReader(const std::string& source, TarIndex& index, TarSampleTableBuilder& samples)
+      : source_(source), index_(index), samples_(samples) {}
 
   [[noreturn]] void fail(const std::string& reason) const {
     throw IoError("ringloader: shard index " + source_ + ": " + reason);
@@ -136,7 +136,7 @@ class ManifestReader {
              " bytes) is past its filesize " + std::to_string(file_size));
       }
       end = sample.offset + tar_padded(sample.size);
-      index_.samples.push_back(std::move(sample));
+      samples_.add(sample);
     }
     index_.shard_sizes.push_back(count);
   }
@@ -160,6 +160,7 @@ class ManifestReader {
 
   const std::string& source_;
   TarIndex& index_;
+  TarSampleTableBuilder& samples_;
 };
 
 // The manifest may be right yet the shard changed since: a local one's size
@@ -182,12 +183,12 @@ void check_local_size(const TarIndex& index, int32_t shard, uint64_t file_size) 
 json tar_manifest_json(const TarIndex& index, const std::vector<std::string>& urls,
                        const std::vector<uint64_t>& file_sizes) {
   json shardlist = json::array();
-  size_t sample = 0;
+  int64_t sample = 0;
   for (size_t shard = 0; shard < index.shards.size(); ++shard) {
     json offsets = json::array(), sizes = json::array(), labels = json::array(),
          names = json::array();
     for (int64_t i = 0; i < index.shard_sizes[shard]; ++i, ++sample) {
-      const TarSample& s = index.samples[sample];
+      const TarSample s = index.sample(sample);
       offsets.push_back(s.offset);
       sizes.push_back(s.size);
       labels.push_back(s.label);
@@ -217,7 +218,8 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
   index.shuffle_buffer = shuffle_buffer;
   index.cache = cache;
   index.manifest = source;
-  ManifestReader reader(source, index);
+  TarSampleTableBuilder samples;
+  ManifestReader reader(source, index, samples);
   json manifest = json::parse(read_source(source), nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded()) reader.fail("not valid JSON");
   reader.check_kind(manifest);
@@ -257,13 +259,15 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
   }
   // Named as the caller names them, as an index made by streaming would be.
   if (!given.empty()) index.shards = std::move(given_as_written);
-  if (index.samples.empty()) reader.fail("the shards hold no sample");
+  if (samples.size() == 0) reader.fail("the shards hold no sample");
   index.shard_bytes.assign(index.shards.size(), 0);
   for (size_t s = 0; s < index.shards.size(); ++s) {
     check_local_size(index, static_cast<int32_t>(s), file_sizes[s]);
     // A fetch into the shard cache is checked against the recorded size.
     if (cache.enabled()) index.shard_bytes[s] = file_sizes[s];
   }
+  manifest = json();  // its DOM is the largest transient copy; free it before the table
+  index.table = TarSampleTable::build(std::move(samples), index.shards.size());
   return index;
 }
 

@@ -28,7 +28,7 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
 }
 
 void TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
-  const TarSample& sample = index_.samples[static_cast<size_t>(index)];
+  const TarSample sample = checked_sample(index);
   const std::string& url = index_.shards[sample.shard];
   const bool cached = shard_cache_ && shard_cache_->caches(url);
   if (!cached && is_pipe_url(url)) {
@@ -39,6 +39,21 @@ void TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   out.resize(static_cast<size_t>(sample.size));
   size_t got = input->read_at(sample.offset, out.data(), out.size());
   if (got < out.size()) fail_short(sample, got);
+}
+
+// The table checks its own bounds; a sample must also lie in the range
+// of samples its shard owns by the shard sizes, since stream_to walks that
+// range to pass the members in front of it.
+TarSample TarMemberReader::checked_sample(int64_t index) const {
+  TarSample sample = index_.sample(index);
+  const size_t shard = static_cast<size_t>(sample.shard);
+  if (shard + 1 >= shard_first_.size() || index < shard_first_[shard] ||
+      index >= shard_first_[shard + 1]) {
+    throw IoError("ringloader: tar sample table " + index_.table->proc_path() + ": sample " +
+                  std::to_string(index) + " names shard " + std::to_string(shard) +
+                  ", outside that shard's samples (a corrupt table)");
+  }
+  return sample;
 }
 
 std::shared_ptr<FileInput> TarMemberReader::file(int32_t shard) {
@@ -144,16 +159,25 @@ void TarMemberReader::read_pipe(const TarSample& sample, std::vector<uint8_t>& o
 // Moves the stream to `target`, caching the members it passes on the way.
 void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
   PipeInput& input = *pipe.input;
-  auto begin = index_.samples.begin() + shard_first_[target.shard];
-  auto end = index_.samples.begin() + shard_first_[target.shard + 1];
-  auto next = std::lower_bound(begin, end, input.position(),
-                               [](const TarSample& s, uint64_t at) { return s.offset < at; });
-  for (; next != end && next->offset < target.offset; ++next) {
-    reach(input, *next);
-    std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(next->size));
+  // The first sample of the shard at or after the stream's position.
+  int64_t next = shard_first_[target.shard];
+  int64_t end = shard_first_[target.shard + 1];
+  for (int64_t count = end - next; count > 0;) {
+    const int64_t half = count / 2;
+    if (index_.table->offset(next + half) < input.position()) {
+      next += half + 1;
+      count -= half + 1;
+    } else {
+      count = half;
+    }
+  }
+  for (; next != end && index_.table->offset(next) < target.offset; ++next) {
+    const TarSample passed = checked_sample(next);
+    reach(input, passed);
+    std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(passed.size));
     size_t got = input.read(bytes.data(), bytes.size());
-    if (got < bytes.size()) fail_short(*next, got);
-    cache(*next, std::move(bytes));
+    if (got < bytes.size()) fail_short(passed, got);
+    cache(passed, std::move(bytes));
   }
   reach(input, target);
 }

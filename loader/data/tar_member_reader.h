@@ -55,6 +55,7 @@ class TarMemberReader {
     std::unique_ptr<PipeInput> input;
   };
 
+  TarSample checked_sample(int64_t index) const;
   std::shared_ptr<FileInput> file(int32_t shard);
   std::shared_ptr<FileInput> cached_file(int32_t shard);
   void read_pipe(const TarSample& sample, std::vector<uint8_t>& out);

@@ -22,7 +22,7 @@ ColorMode mode_of(const std::string& mode) {
 // the array keeps the table mapped.
 py::array labels_view(const Dataset& dataset) {
   const int64_t* labels = dataset.sample_labels();
-  if (!labels) throw OptionError("ringloader: not a file-backed dataset");
+  if (!labels) throw OptionError("ringloader: not a file-backed or tar dataset");
   auto* owner = new Dataset(dataset);
   py::capsule base(owner, [](void* p) { delete static_cast<Dataset*>(p); });
   py::array_t<int64_t> array({static_cast<py::ssize_t>(dataset.size())},
@@ -45,6 +45,12 @@ void register_datasets(py::module_& module) {
         return out;
       })
       .def("labels", &labels_view)
+      // Tar shards: (shard URL, offset, size, label, member name) of a
+      // sample, read from the shared table (checked: IoError when corrupt).
+      .def("tar_sample", [](const Dataset& d, int64_t index) {
+        const TarMember m = d.tar_member(index);
+        return py::make_tuple(m.shard, m.offset, m.size, m.label, m.name);
+      })
       .def("classes", &Dataset::classes)
       .def("select", [](const Dataset& d, const std::vector<int64_t>& indices) {
         py::gil_scoped_release release;

@@ -208,12 +208,10 @@ PYBIND11_MODULE(_ringloader, module) {
     options.prefetch_shards = prefetch_shards;
     options.cache_local = cache_local;
     options.fetch_attempts = fetch_attempts;
-    Dataset dataset;
-    {
-      py::gil_scoped_release release;  // pipe: shards stream while indexing
-      dataset = Dataset::tar_shards(urls, options);
-    }
-    return dataset.to_json().dump();
+    // A handle, like file datasets': it owns the sample table's memfd
+    // that its description names.
+    py::gil_scoped_release release;  // pipe: shards stream while indexing
+    return Dataset::tar_shards(urls, options);
   }, py::arg("urls"), py::arg("shuffle_buffer") = 1000, py::arg("mode") = "RGB",
      py::arg("cache_dir") = "", py::arg("cache_limit_bytes") = TarShardOptions{}.cache_limit_bytes,
      py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,

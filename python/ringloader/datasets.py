@@ -223,6 +223,9 @@ class TarShards(NativeDataset):
     permutes the shard order and mixes samples through a seeded buffer of
     ``shuffle_buffer`` samples, so workers read shards front to back; any
     sampler still works (a random one reads shards at random places).
+    The samples' index lives in one native table (a sealed memfd every
+    worker maps read-only; ``docs/index.md``, "Tar shards"): ``targets`` is
+    a read-only view of its labels (``numpy.asarray`` is zero-copy).
 
     Shard cache (``docs/tar_shards.md``): with ``cache_dir``, each shard
     (``pipe:`` ones; local ones too with ``cache_local=True``) is fetched
@@ -259,31 +262,60 @@ class TarShards(NativeDataset):
         urls = [os.fspath(u) for u in urls]
         cache_dir = os.path.abspath(os.fspath(cache_dir)) if cache_dir else ""
         index = os.fspath(index) if index else ""
-        description = json.loads(_ringloader.tar_shards(
+        handle = _ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
-            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index))
-        super().__init__(description, transform, target_transform)
-        self.urls = description["shards"]
-        self.shard_sizes = description["shard_sizes"]
+            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index)
+        super().__init__({"kind": "tar"}, transform, target_transform)
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None
         self.index = index or None
-        self.targets = description["labels"]
         self.mode = mode
+        self._set_handle(handle)
+
+    # The samples live in the native tar sample table (a sealed memfd every
+    # worker maps read-only, docs/tar_shards.md): the handle owns it, its
+    # description names it, and ``targets`` is a view of its labels.
+    def _set_handle(self, handle):
+        self._tar = handle
+        description = json.loads(handle.json())  # shards, not samples
+        self.urls = description["shards"]
+        self.shard_sizes = description["shard_sizes"]
+        self._manifest = description.get("manifest")
+        self.targets = TargetList(handle)
+
+    def __len__(self):
+        return len(self._tar)
+
+    def ringloader_dataset_json(self):
+        return self._tar.json()
+
+    def _label(self, index):
+        return self._tar.label(index)
+
+    # A pickle names the table by the trainer's /proc/<pid>/fd path, as
+    # FileList's does: valid while the trainer lives.
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_tar"] = self._tar.json()
+        state.pop("targets", None)
+        return state
+
+    def __setstate__(self, state):
+        handle = _ringloader.dataset_from_json(state.pop("_tar"))
+        self.__dict__.update(state)
+        self._set_handle(handle)
 
     def member_name(self, index):
         """``"<shard> member <name>"``: where sample ``index`` lives."""
-        d = self._description
-        return f"{d['shards'][d['sample_shard'][index]]} member {d['names'][index]}"
+        shard, _, _, _, name = self._tar.tar_sample(index)
+        return f"{shard} member {name}"
 
     def _load_pil(self, index):
         import io
         import subprocess
 
         from PIL import Image
-        d = self._description
-        shard = d["shards"][d["sample_shard"][index]]
-        offset, size = d["offsets"][index], d["sizes"][index]
+        shard, offset, size, _, name = self._tar.tar_sample(index)
         # The member's own header comes first: checked as the native reader
         # checks it, so a shard that changed is an error, not another image.
         start = offset - 512
@@ -296,15 +328,14 @@ class TarShards(NativeDataset):
             with open(shard, "rb") as f:
                 f.seek(start)
                 data = f.read(512 + size)
-        _check_member_header(d, index, shard, data[:512])
+        _check_member_header(name, offset, size, self._manifest, shard, data[:512])
         return Image.open(io.BytesIO(data[512:512 + size])).convert(self.mode)
 
 
-def _check_member_header(d, index, shard, block):
-    """The tar header in front of sample `index`'s data: its size, and its
-    name where a ustar header holds it whole (ASCII, up to 100 bytes)."""
+def _check_member_header(name, offset, size, manifest, shard, block):
+    """The tar header in front of a member's data: its size, and its name
+    where a ustar header holds it whole (ASCII, up to 100 bytes)."""
     import tarfile
-    name, size = d["names"][index], d["sizes"][index]
     try:
         info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
         found = (info.name, info.size)
@@ -314,10 +345,9 @@ def _check_member_header(d, index, shard, block):
     if info is not None and info.isreg() and info.size == size and (not fits or info.name == name):
         return
     where = f"member '{found[0]}' ({found[1]} bytes)" if found else "no valid member header"
-    manifest = d.get("manifest")
     raise _ringloader.DataIOError(
         f"ringloader: shard {shard}: stale index{' ' + manifest if manifest else ''}: "
-        f"member '{name}' ({size} bytes) was indexed at offset {d['offsets'][index]}, "
+        f"member '{name}' ({size} bytes) was indexed at offset {offset}, "
         f"the shard holds {where} there")
 
 

@@ -210,7 +210,7 @@ TEST_F(ShardCacheTest, IndexFetchesThroughTheCacheAndReadersUseTheCopy) {
   TarMemberReader reader(shipped), other(shipped);
   TarIndex plain = index_tar_shards(urls, 0);  // no cache: streams each again
   TarMemberReader direct(plain);
-  for (int64_t i = static_cast<int64_t>(shipped.samples.size()) - 1; i >= 0; --i) {
+  for (int64_t i = static_cast<int64_t>(shipped.size()) - 1; i >= 0; --i) {
     std::vector<uint8_t> a, b, c;
     reader.read(i, a);
     other.read(i, b);

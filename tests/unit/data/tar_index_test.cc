@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "loader/data/tar_index.h"
+#include "tests/unit/data/tar_index_contents.h"
 #include "loader/data/tar_member_reader.h"
 #include "loader/data/tar_writer.h"
 #include "loader/sampler/sampler.h"
@@ -70,12 +71,12 @@ TEST_F(TarIndexTest, GroupsMembersByKeyAcrossPatternShards) {
   TarIndex index = index_tar_shards({dir_ + "/s-{00..01}.tar"}, 16);
   ASSERT_EQ(index.shards.size(), 2u);
   EXPECT_EQ(index.shard_sizes, (std::vector<int64_t>{5, 3}));
-  ASSERT_EQ(index.samples.size(), 8u);
+  ASSERT_EQ(static_cast<size_t>(index.size()), 8u);
   TarMemberReader reader(index);
   std::vector<uint8_t> bytes;
   for (int n = 0; n < 8; ++n) {
-    EXPECT_EQ(index.samples[n].label, n % 7);
-    EXPECT_EQ(index.samples[n].shard, n < 5 ? 0 : 1);
+    EXPECT_EQ(index.sample(n).label, n % 7);
+    EXPECT_EQ(index.sample(n).shard, n < 5 ? 0 : 1);
     reader.read(n, bytes);
     std::string text(bytes.begin(), bytes.end());
     EXPECT_EQ(text.substr(0, 3 + std::to_string(n).size()), "img" + std::to_string(n));
@@ -84,14 +85,14 @@ TEST_F(TarIndexTest, GroupsMembersByKeyAcrossPatternShards) {
             "sample 6 (" + dir_ + "/s-01.tar member 000006.jpg)");
   // The description survives the trip to workers.
   TarIndex copy = TarIndex::from_json(index.to_json());
-  EXPECT_EQ(copy.to_json(), index.to_json());
+  EXPECT_EQ(index_contents(copy), index_contents(index));
 }
 
 TEST_F(TarIndexTest, PipeShardsIndexAndReadLikeFiles) {
   make_shard("s.tar", 0, 40);
   TarIndex local = index_tar_shards({dir_ + "/s.tar"}, 0);
   TarIndex piped = index_tar_shards({"pipe:cat '" + dir_ + "/s.tar'"}, 0);
-  ASSERT_EQ(piped.samples.size(), 40u);
+  ASSERT_EQ(static_cast<size_t>(piped.size()), 40u);
   TarMemberReader local_reader(local), pipe_reader(piped);
   TarMemberReader no_cache_reader(piped, /*pipe_cache_members=*/0);
   std::vector<uint8_t> expected, got, uncached;
@@ -138,7 +139,7 @@ TEST_F(TarIndexTest, PipeWorkerOfAShuffledEpochStreamsEachShardOnce) {
 TEST_F(TarIndexTest, ShardShrunkAfterIndexingNamesShardAndMember) {
   std::string path = make_shard("s.tar", 0, 10);
   TarIndex index = index_tar_shards({path}, 0);
-  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(index.samples[8].offset + 2)), 0);
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(index.sample(8).offset + 2)), 0);
   TarMemberReader reader(index);
   std::vector<uint8_t> bytes;
   try {
@@ -178,9 +179,9 @@ TEST_F(TarIndexTest, ImageWithoutClsGetsMinusOne) {
   writer.add("b.json", "{}", 2);
   writer.close();
   TarIndex index = index_tar_shards({dir_ + "/s.tar"}, 0);
-  ASSERT_EQ(index.samples.size(), 2u);
-  EXPECT_EQ(index.samples[0].label, -1);
-  EXPECT_EQ(index.samples[1].image_name, "b.jpeg");
+  ASSERT_EQ(static_cast<size_t>(index.size()), 2u);
+  EXPECT_EQ(index.sample(0).label, -1);
+  EXPECT_EQ(index.sample(1).image_name, "b.jpeg");
 }
 
 std::vector<int64_t> order_of(const std::vector<int64_t>& sizes, int64_t buffer,
