@@ -2,10 +2,8 @@
 #include "loader/data/sample_table.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "loader/data/sealed_memfd.h"
@@ -226,15 +224,8 @@ std::vector<std::string> SampleTable::classes() const {
   return out;
 }
 
-std::string SampleTable::proc_path() const {
-  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
-}
+std::string SampleTable::proc_path() const { return proc_fd_path(fd_); }
 
-std::string SampleTable::digest() const {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(header_->digest));
-  return text;
-}
+std::string SampleTable::digest() const { return digest_text(header_->digest); }
 
 }  // namespace ringloader::data

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "ringloader/errors.h"
@@ -88,6 +89,16 @@ SealedMapping open_sealed_memfd(const std::string& path, const std::string& what
 void release(const SealedMapping& mapping) {
   if (mapping.data) munmap(const_cast<uint8_t*>(mapping.data), mapping.bytes);
   if (mapping.fd >= 0) close(mapping.fd);
+}
+
+std::string proc_fd_path(int fd) {
+  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd);
+}
+
+std::string digest_text(uint64_t digest) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(digest));
+  return text;
 }
 
 }  // namespace ringloader::data

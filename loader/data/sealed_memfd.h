@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // A block of bytes the trainer writes once into a memfd, seals against
 // writes, growth and shrinking, and every process then maps read-only: the
-// sample table (sample_table.h) and in-memory tensor rows (tensor_rows.h).
+// sample table (sample_table.h), the tar sample table (tar_sample_table.h)
+// and in-memory tensor rows (tensor_rows.h).
 // The seals stop the writer from changing what readers have validated; they
 // do not make the contents trusted: each reader checks its own format.
 #pragma once
@@ -37,5 +38,12 @@ SealedMapping open_sealed_memfd(const std::string& path, const std::string& what
 
 // Unmaps and closes (either may be absent).
 void release(const SealedMapping& mapping);
+
+// Where another process of this user opens `fd` of this process:
+// /proc/<pid>/fd/<fd>.
+std::string proc_fd_path(int fd);
+// A header's 64-bit digest as 16 hex digits (what state fingerprints and
+// descriptions compare).
+std::string digest_text(uint64_t digest);
 
 }  // namespace ringloader::data

@@ -2,9 +2,7 @@
 #include "loader/data/tar_sample_table.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
 
 #include "ringloader/errors.h"
@@ -188,15 +186,8 @@ TarSample TarSampleTable::sample(int64_t index) const {
   return out;
 }
 
-std::string TarSampleTable::proc_path() const {
-  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
-}
+std::string TarSampleTable::proc_path() const { return proc_fd_path(fd_); }
 
-std::string TarSampleTable::digest() const {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(header_->digest));
-  return text;
-}
+std::string TarSampleTable::digest() const { return digest_text(header_->digest); }
 
 }  // namespace ringloader::data

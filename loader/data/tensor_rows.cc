@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tensor_rows.h"
 
-#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 
 #include "loader/data/sealed_memfd.h"
@@ -224,16 +222,9 @@ int64_t TensorRows::copy_row(int64_t index, void* destination) const {
   return label;
 }
 
-std::string TensorRows::proc_path() const {
-  return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd_);
-}
+std::string TensorRows::proc_path() const { return proc_fd_path(fd_); }
 
-std::string TensorRows::digest() const {
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(header_->digest));
-  return text;
-}
+std::string TensorRows::digest() const { return digest_text(header_->digest); }
 
 }  // namespace data
 }  // namespace ringloader
