@@ -112,8 +112,11 @@ class DataLoader(torch.utils.data.DataLoader):
     (at most ``max_auto_workers``, Default: the cores). Decisions go to
     stderr and ``stats()["autotune_decisions"]``; ``stats()["workers"]`` is
     the count now. Batches are the same bytes whatever the count.
-    ``ring_slots=0`` sizes the ring from the batch's bytes within
+    ``ring_slots=0`` holds two batches per worker (4 at least, torch's
+    ``prefetch_factor=2``), fewer if they do not fit
     ``ring_memory_budget_bytes`` (Default: a quarter of physical memory).
+    Every slot stays resident: ask for a deeper ring with ``ring_slots``
+    or ``prefetch_factor`` when batch times vary a lot.
     """
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
