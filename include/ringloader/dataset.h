@@ -248,6 +248,13 @@ class RINGLOADER_EXPORT Dataset {
   // table (checked: IoError naming the table and sample when `index` is
   // outside or the table is corrupt); OptionError for other kinds.
   TarMember tar_member(int64_t index) const;
+  // Tar shards: sample `index`'s image bytes, read as a worker reads them
+  // (through the shard cache when there is one; a pipe: shard streamed to
+  // the member, whose tar header is checked against the index). IoError
+  // naming the shard and member ("stale index" when the shard changed),
+  // OptionError for other kinds. Each call opens what it reads: for
+  // inspecting samples (Python's dataset[i]), not for loading.
+  std::vector<uint8_t> tar_member_bytes(int64_t index) const;
   // The labels column of the shared table of a file-backed or tar dataset
   // (size() values, read-only mapping; valid while a copy of this Dataset
   // lives), or null for other kinds; and the table's bytes (0 for other

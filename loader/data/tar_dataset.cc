@@ -2,6 +2,7 @@
 // Dataset::tar_shards: the public face of loader/data/tar_index.
 #include "loader/data/tar_index.h"
 #include "loader/data/tar_manifest.h"
+#include "loader/data/tar_member_reader.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 
@@ -31,6 +32,14 @@ TarMember Dataset::tar_member(int64_t index) const {
   // TarIndex::from_json checked against this list.
   return {tar_->shards.at(static_cast<size_t>(sample.shard)), sample.offset, sample.size,
           sample.label, std::move(sample.image_name)};
+}
+
+std::vector<uint8_t> Dataset::tar_member_bytes(int64_t index) const {
+  if (!tar_) throw OptionError("ringloader: tar_member_bytes needs a tar dataset");
+  data::TarMemberReader reader(*tar_);
+  std::vector<uint8_t> bytes;
+  reader.read(index, bytes);
+  return bytes;
 }
 
 Dataset Dataset::from_tar_index(data::TarIndex index, ColorMode mode) {

@@ -51,6 +51,15 @@ void register_datasets(py::module_& module) {
         const TarMember m = d.tar_member(index);
         return py::make_tuple(m.shard, m.offset, m.size, m.label, m.name);
       })
+      // Its image bytes, read and checked as a worker reads them.
+      .def("tar_member_bytes", [](const Dataset& d, int64_t index) {
+        std::vector<uint8_t> bytes;
+        {
+          py::gil_scoped_release release;
+          bytes = d.tar_member_bytes(index);
+        }
+        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      })
       .def("classes", &Dataset::classes)
       .def("select", [](const Dataset& d, const std::vector<int64_t>& indices) {
         py::gil_scoped_release release;

@@ -312,43 +312,12 @@ class TarShards(NativeDataset):
 
     def _load_pil(self, index):
         import io
-        import subprocess
 
         from PIL import Image
-        shard, offset, size, _, name = self._tar.tar_sample(index)
-        # The member's own header comes first: checked as the native reader
-        # checks it, so a shard that changed is an error, not another image.
-        start = offset - 512
-        if shard.startswith("pipe:"):
-            with subprocess.Popen(shard[5:], shell=True, stdout=subprocess.PIPE) as p:
-                p.stdout.read(start)
-                data = p.stdout.read(512 + size)
-                p.kill()
-        else:
-            with open(shard, "rb") as f:
-                f.seek(start)
-                data = f.read(512 + size)
-        _check_member_header(name, offset, size, self._manifest, shard, data[:512])
-        return Image.open(io.BytesIO(data[512:512 + size])).convert(self.mode)
-
-
-def _check_member_header(name, offset, size, manifest, shard, block):
-    """The tar header in front of a member's data: its size, and its name
-    where a ustar header holds it whole (ASCII, up to 100 bytes)."""
-    import tarfile
-    try:
-        info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-        found = (info.name, info.size)
-    except tarfile.TarError:
-        info, found = None, None
-    fits = len(name) <= 100 and name.isascii()
-    if info is not None and info.isreg() and info.size == size and (not fits or info.name == name):
-        return
-    where = f"member '{found[0]}' ({found[1]} bytes)" if found else "no valid member header"
-    raise _ringloader.DataIOError(
-        f"ringloader: shard {shard}: stale index{' ' + manifest if manifest else ''}: "
-        f"member '{name}' ({size} bytes) was indexed at offset {offset}, "
-        f"the shard holds {where} there")
+        # Read as a worker reads it (TarMemberReader): a shard that changed
+        # since it was indexed is an error naming it, not another image.
+        data = self._tar.tar_member_bytes(index)
+        return Image.open(io.BytesIO(data)).convert(self.mode)
 
 
 def _read_list(path):

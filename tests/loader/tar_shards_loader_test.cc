@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -119,6 +120,27 @@ TEST_F(TarShardsLoader, PipeShardsGiveTheSameBytes) {
   Dataset piped = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"});
   ASSERT_EQ(piped.size(), 30);
   expect_same(run(local, 2, 1), run(piped, 2, 1), "pipe:cat");
+}
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// What Python's dataset[i] reads: the image file's bytes, local or piped
+// (the pipe: reader streams to the member and checks its header).
+TEST_F(TarShardsLoader, MemberBytesAreTheImageFilesBytes) {
+  Dataset folder = Dataset::image_folder(dir_ / "images");
+  Dataset local = Dataset::tar_shards({pattern_});
+  Dataset piped = Dataset::tar_shards({"pipe:cat '" + pattern_ + "'"});
+  for (int64_t i : {0, 6, 7, 29}) {
+    const std::vector<uint8_t> expected = file_bytes(folder.sample_path(i));
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(local.tar_member_bytes(i), expected) << "sample " << i;
+    EXPECT_EQ(piped.tar_member_bytes(i), expected) << "piped sample " << i;
+  }
+  EXPECT_THROW(local.tar_member_bytes(30), IoError);
+  EXPECT_THROW(folder.tar_member_bytes(0), OptionError);
 }
 
 // A pipe: command runs in a worker; it must not inherit the ring (or any
