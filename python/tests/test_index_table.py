@@ -174,8 +174,13 @@ def worker_private_kib(exclude=()):
 
 
 def private_after_a_few_batches(root, exclude=()):
-    dataset = datasets.ImageFolder(root, SMALL)
-    loader = ringloader.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=2)
+    return workers_private_after_batches(datasets.ImageFolder(root, SMALL), exclude,
+                                         shuffle=True)
+
+
+def workers_private_after_batches(dataset, exclude=(), shuffle=False):
+    """Each worker's private KiB after 8 batches of 64 from 2 workers."""
+    loader = ringloader.DataLoader(dataset, batch_size=64, shuffle=shuffle, num_workers=2)
     it = iter(loader)
     for _ in range(8):
         next(it)

@@ -18,7 +18,7 @@ from PIL import Image
 import ringloader
 from ringloader import datasets
 from ringloader import transforms as T
-from test_index_table import worker_private_kib
+from test_index_table import worker_private_kib, workers_private_after_batches
 
 SMALL = T.Compose([T.Resize((16, 16)), T.ToTensor()])
 
@@ -126,14 +126,8 @@ def test_a_native_mix_of_tar_shards_reads_through_its_own_table(tmp_path):
 
 
 def private_after_a_few_batches(pattern, index, exclude=()):
-    dataset = datasets.TarShards(pattern, SMALL, index=index)
-    loader = ringloader.DataLoader(dataset, batch_size=64, num_workers=2)
-    it = iter(loader)
-    for _ in range(8):
-        next(it)
-    sizes = worker_private_kib(exclude)
-    del it, loader
-    return sizes
+    return workers_private_after_batches(datasets.TarShards(pattern, SMALL, index=index),
+                                         exclude)
 
 
 def test_worker_private_memory_does_not_grow_with_the_tar_dataset(tmp_path):
