@@ -33,7 +33,9 @@ import numpy
 
 from PIL import Image, ImageEnhance
 
-SKIMAGE_DATA = "/usr/lib/python3/dist-packages/skimage/data"
+# RINGLOADER_PHOTO_SOURCES: a folder holding these files elsewhere (a GPU box).
+SKIMAGE_DATA = os.environ.get("RINGLOADER_PHOTO_SOURCES",
+                              "/usr/lib/python3/dist-packages/skimage/data")
 SOURCES = [
     "astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg",
     "motorcycle_left.png", "motorcycle_right.png", "retina.jpg",

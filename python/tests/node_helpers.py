@@ -32,7 +32,8 @@ def _python(code, **env):
     environment = dict(os.environ, PYTHONUNBUFFERED="1",
                        **{k: str(v) for k, v in env.items()})
     return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], env=environment,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 TRAINER = """

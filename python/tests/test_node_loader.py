@@ -2,8 +2,8 @@
 """The node loader across processes (issue 17, part 2): trainer processes
 attach by name and split each epoch byte for byte as a plain DataLoader over
 the node's order makes it; a killed trainer gives its lane back; a killed
-node makes the trainer's next batch raise NodeError at once. With a GPU the
-same runs on CUDA IPC lanes, with slow consumers and two slots a lane."""
+node makes the trainer's next batch raise NodeError at once. The CUDA IPC
+lanes' tests are in test_node_cuda.py."""
 import json
 import os
 import signal
@@ -120,21 +120,3 @@ def test_python_datasets_are_refused_by_the_node():
 
     with pytest.raises(ringloader.OptionError, match="runs no Python workers"):
         ringloader.NodeLoader(Numbers(), name=_name("python"))
-
-
-@gpu
-@pytest.mark.parametrize("trainers", [1, 2])
-def test_cuda_ipc_lanes_match_host_lanes_under_slow_consumers(image_folder, trainers):
-    """Two trainer processes on one GPU, each batch behind a long kernel:
-    a slot overwritten before its consumer ran would change the sums."""
-    name = _name(f"ipc{trainers}")
-    with ringloader.NodeLoader(_dataset(image_folder), batch_size=4, shuffle=True,
-                               num_workers=2, trainers=trainers, name=name, seed=7,
-                               epochs=3, lane_slots=2, device="cuda",
-                               devices=[0] * trainers) as node:
-        node.start()
-        results = _run_trainers(
-            name, trainers, epochs=3,
-            consume="torch.cuda._sleep(20_000_000); images = images * 1.0")
-    assert all(r["device"] == "cuda:0" for r in results)
-    expected = _reference(image_folder, lambda e: _node_order(24, trainers, 4, e), 3, 4)
