@@ -69,13 +69,14 @@ H2D h2d_from_ring(const ringloader::Dataset& dataset) {
   options.ring_slots = 4;
   options.pin_memory = true;
   ringloader::Loader loader(dataset, ringloader::Pipeline{}, options);
+  loader.begin_epoch();
+  std::vector<ringloader::Batch> held;
+  for (int i = 0; i < 3; ++i) held.push_back(*loader.next());
+  // Pinned at the first iteration, never at construction.
   if (!loader.stats().ring_pinned) {
     std::fprintf(stderr, "ring is not pinned: no CUDA device?\n");
     std::exit(1);
   }
-  loader.begin_epoch();
-  std::vector<ringloader::Batch> held;
-  for (int i = 0; i < 3; ++i) held.push_back(*loader.next());
   H2D result;
   result.batch_bytes = held[0].data.nbytes();
   std::vector<const void*> ring_sources;

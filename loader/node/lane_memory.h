@@ -24,8 +24,9 @@ namespace ringloader::node {
 class NodeLanes {
  public:
   virtual ~NodeLanes() = default;
-  // Serve thread, once before the first fill: allocates device memory and
-  // writes its IPC handles into the region (CUDA only).
+  // Constructing thread, once, before the node accepts trainers (they read
+  // what it writes at attach): allocates device memory and writes its IPC
+  // handles and PCI bus ids into the region (CUDA only).
   virtual void open() = 0;
   // Serve thread. Puts `batch`'s data into lane `lane`'s slot `slot`, whose
   // last batch is consumed. True when the data is in place (publish it now);

@@ -158,6 +158,9 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
                                            internal::LoaderAccess::ring_bytes(*loader_));
       shared_fds_.push_back(node::reopen_read_only(ring_fd));
     }
+    // Before any trainer can attach: a trainer reads the lanes' device
+    // memory handles and PCI bus ids at attach, once.
+    memory_->open();
     listener_ = std::make_unique<node::AttachListener>(
         node_.name, listen_fd, shared_fds_, lane_pointers(), lane_headers(), policy);
   }
@@ -228,6 +231,7 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
   void put(uint32_t lane, Batch batch, int64_t epoch, int64_t index);
   bool wait_for_slot(NodeLane& lane);
   void reap();
+  void publish_in_flight();
   void retire_device_memory();
   void finish(NodeState state, const std::string& error);
 
@@ -320,11 +324,11 @@ std::vector<NodeLane*> NodeLoader::Impl::lane_pointers() const {
 
 void NodeLoader::Impl::serve_loop() {
   try {
-    memory_->open();
     for (int64_t epoch = node_.first_epoch;
          node_.epochs == 0 || epoch < node_.first_epoch + node_.epochs; ++epoch) {
       serve_epoch(epoch);
     }
+    publish_in_flight();
     finish(NodeState::kFinished, "");
   } catch (const StopServing&) {
     finish(NodeState::kStopped, "");
@@ -352,7 +356,18 @@ void NodeLoader::Impl::serve_epoch(int64_t epoch) {
   }
 }
 
+// The last epoch's copies: only reap() makes them READY, and once the last
+// batch is put nothing waits, so nothing else would reap them.
+void NodeLoader::Impl::publish_in_flight() {
+  while (memory_->in_flight() > 0) {
+    reap();
+    if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
+    if (memory_->in_flight() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
 void NodeLoader::Impl::put(uint32_t lane_index, Batch batch, int64_t epoch, int64_t index) {
+  reap();  // copies done since the last wait: their trainers need not wait on ours
   NodeLane& lane = *lanes_[lane_index];
   if (!wait_for_slot(lane)) {
     lane.dropped();  // the batch's ring slot goes back to the workers
@@ -381,9 +396,12 @@ void NodeLoader::Impl::put(uint32_t lane_index, Batch batch, int64_t epoch, int6
 
 bool NodeLoader::Impl::wait_for_slot(NodeLane& lane) {
   const uint64_t started = ring::monotonic_ns();
-  constexpr int64_t kRecheckNs = 20'000'000;
+  // With copies in flight, look at them every millisecond: a trainer of
+  // another lane may be waiting for one to become READY.
+  constexpr int64_t kRecheckNs = 20'000'000, kCopyRecheckNs = 1'000'000;
   NodeLane::Wait wait;
-  while ((wait = lane.wait_free(kRecheckNs)) == NodeLane::Wait::kBusy) {
+  while ((wait = lane.wait_free(memory_->in_flight() > 0 ? kCopyRecheckNs : kRecheckNs)) ==
+         NodeLane::Wait::kBusy) {
     reap();
     if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
   }

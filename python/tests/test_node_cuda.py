@@ -54,8 +54,10 @@ def test_a_cuda_node_killed_while_it_copies_fails_the_trainer_at_once(image_fold
     def consume():
         try:
             loader = ringloader.DataLoader(attach=name, connect_timeout=60)
-            for images, _ in loader:
-                taken.append(float(images[0, 0, 0, 0]))
+            for epoch in range(1000):
+                loader.set_epoch(epoch)
+                for images, _ in loader:
+                    taken.append(float(images[0, 0, 0, 0]))
         except BaseException as error:  # noqa: BLE001 - the test looks at it
             outcome["error"] = error
         outcome["ended"] = time.monotonic()
