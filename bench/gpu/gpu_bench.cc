@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,14 +66,24 @@ struct H2D {
 
 H2D h2d_from_ring(const ringloader::Dataset& dataset) {
   ringloader::LoaderOptions options;
-  options.batch_size = 8192;  // 8192 x 784 B = 6.4 MB batches
+  // 8192 x 784 B = 6.4 MB batches; three full ones must fit in the epoch
+  // (fashion-mnist's 10k test split gives 3 x 3333).
+  options.batch_size = std::min<int64_t>(8192, dataset.size() / 3);
+  options.drop_last = true;
   options.num_workers = 2;
   options.ring_slots = 4;
   options.pin_memory = true;
   ringloader::Loader loader(dataset, ringloader::Pipeline{}, options);
   loader.begin_epoch();
   std::vector<ringloader::Batch> held;
-  for (int i = 0; i < 3; ++i) held.push_back(*loader.next());
+  for (int i = 0; i < 3; ++i) {
+    std::optional<ringloader::Batch> batch = loader.next();
+    if (!batch) {
+      std::fprintf(stderr, "the epoch ended before 3 batches: too few samples\n");
+      std::exit(1);
+    }
+    held.push_back(std::move(*batch));
+  }
   // Pinned at the first iteration, never at construction.
   if (!loader.stats().ring_pinned) {
     std::fprintf(stderr, "ring is not pinned: no CUDA device?\n");
