@@ -5,7 +5,8 @@ over --shards tar shards behind a throttled `pipe:` command
 (`perl bench/throttle.pl RATE file`: RATE bytes/s from the first byte, one
 command per shard, as `pipe:curl ...` would be; `pv -L` lets the first
 RATE/10 bytes through at once, so small shards would not be slowed),
-for ringloader without a shard index (construction streams every shard),
+for ringloader without a shard index (construction streams every shard:
+one at a time as before, and --streams at once, TarShards(index_streams=)),
 ringloader with the index `ringloader-shard --index-only` wrote, and
 WebDataset 1.0.2 (run by the interpreter of
 /root/.cache/ringloader/venv-peers-py312, its torch; the row is skipped
@@ -75,7 +76,7 @@ def make_data(root, shards, per_shard, image_kib):
 
 # ---- one side, in its own interpreter ----
 
-def run_side(side, urls, index, batch_size, workers):
+def run_side(side, urls, index, batch_size, workers, streams):
     # Imports are not timed: each side's interpreter and torch differ.
     if side == "webdataset":
         import torch
@@ -91,7 +92,8 @@ def run_side(side, urls, index, batch_size, workers):
         from ringloader import transforms as T
         transform = T.Compose([T.Resize((16, 16)), T.ToTensor()])
         start = time.monotonic()
-        dataset = ringloader.datasets.TarShards(urls, transform, index=index or None)
+        dataset = ringloader.datasets.TarShards(urls, transform, index=index or None,
+                                                index_streams=streams)
         loader = ringloader.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     built = time.monotonic() - start
     images, _ = next(iter(loader))
@@ -100,13 +102,13 @@ def run_side(side, urls, index, batch_size, workers):
     print(json.dumps({"construct_s": built, "first_batch_s": first}), flush=True)
 
 
-def measure(python, side, urls, index, args):
+def measure(python, side, urls, index, streams, args):
     env = dict(os.environ)
     if side != "webdataset":
         env["PYTHONPATH"] = os.path.join(ROOT, "build", "python")
     command = [python, os.path.abspath(__file__), "--side", side, "--urls", urls,
                "--index", index or "", "--batch-size", str(args.batch_size),
-               "--workers", str(args.workers)]
+               "--workers", str(args.workers), "--streams", str(streams)]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -124,9 +126,12 @@ def main():
     parser.add_argument("--side")
     parser.add_argument("--urls")
     parser.add_argument("--index")
+    parser.add_argument("--streams", type=int, default=8,
+                        help="TarShards(index_streams=) of the no-index rows after the first")
     args = parser.parse_args()
     if args.side:
-        return run_side(args.side, args.urls, args.index, args.batch_size, args.workers)
+        return run_side(args.side, args.urls, args.index, args.batch_size, args.workers,
+                        args.streams)
     if not shutil.which("perl"):
         sys.exit("needs perl (bench/throttle.pl)")
     out = make_data(args.data, args.shards, args.per_shard, args.image_kib)
@@ -142,15 +147,18 @@ def main():
           f"{args.rate / 1e6:g} MB/s per shard command; batch {args.batch_size}, {args.workers} workers")
     print(f"ringloader-shard --index-only (once): {index_s:.1f} s, "
           f"index {os.path.getsize(index) / 2**10:.0f} KiB")
-    sides = [("ringloader, no index", sys.executable, "ringloader", ""),
-             ("ringloader, index", sys.executable, "ringloader", index)]
+    sides = [("ringloader, no index, 1 stream (before)", sys.executable, "ringloader", "", 1),
+             (f"ringloader, no index, {args.streams} streams", sys.executable, "ringloader", "",
+              args.streams),
+             ("ringloader, index", sys.executable, "ringloader", index, 1)]
     if os.access(PEERS, os.X_OK):
-        sides.append(("WebDataset 1.0.2", PEERS, "webdataset", ""))
+        sides.append(("WebDataset 1.0.2", PEERS, "webdataset", "", 1))
     else:
         print(f"WebDataset row skipped: {PEERS} is absent")
     print("| | construction | first batch |\n|---|---|---|")
-    for name, python, side, side_index in sides:
-        runs = [measure(python, side, urls, side_index, args) for _ in range(args.repeats)]
+    for name, python, side, side_index, streams in sides:
+        runs = [measure(python, side, urls, side_index, streams, args)
+                for _ in range(args.repeats)]
         construct = statistics.median(r["construct_s"] for r in runs)
         first = statistics.median(r["first_batch_s"] for r in runs)
         print(f"| {name} | {construct:.2f} s | {first:.2f} s |", flush=True)

@@ -57,6 +57,7 @@ struct Arguments {
   ringloader::tools::ReencodeOptions reencode;
   std::string index;                 // the shard index to write ("" : derived)
   bool index_only = false;           // --index-only: positional = URLs
+  int streams = 8;                   // --streams: shards --index-only reads at once
   std::vector<std::string> urls;
 };
 
@@ -64,9 +65,10 @@ const char kUsage[] =
     "usage: ringloader-shard ROOT OUT_PATTERN [--max-count N] "
     "[--max-size BYTES] [--shuffle] [--seed S]\n"
     "       [--max-side PX] [--quality Q] [--reencode-all] [--index PATH]\n"
-    "       ringloader-shard --index-only INDEX.json URL...\n"
+    "       ringloader-shard --index-only INDEX.json [--streams N] URL...\n"
     "  OUT_PATTERN holds one printf integer, e.g. 'out/train-%06d.tar'\n"
-    "  URL: a shard path, a brace pattern or pipe:<command>\n";
+    "  URL: a shard path, a brace pattern or pipe:<command>\n"
+    "  --streams N: shards read at once (default 8)\n";
 
 int64_t parse_positive(const char* text, const char* option) {
   char* end = nullptr;
@@ -109,6 +111,9 @@ Arguments parse(int argc, char** argv) {
       args.reencode.reencode_all = true;
     }
     else if (arg == "--index") args.index = value();
+    else if (arg == "--streams") {
+      args.streams = static_cast<int>(std::min<int64_t>(parse_positive(value(), "--streams"), 256));
+    }
     else if (arg == "--index-only") {
       args.index = value();
       args.index_only = true;
@@ -181,7 +186,7 @@ void write_index(const std::string& path, const nlohmann::json& manifest) {
 // Local paths are written absolute, so the index holds wherever it goes.
 int index_only(const Arguments& args) {
   std::vector<uint64_t> file_sizes;
-  auto index = ringloader::data::index_tar_shards(args.urls, 0, {}, &file_sizes);
+  auto index = ringloader::data::index_tar_shards(args.urls, 0, {}, &file_sizes, args.streams);
   std::vector<std::string> urls;
   for (const std::string& shard : index.shards) {
     urls.push_back(ringloader::data::is_pipe_url(shard)

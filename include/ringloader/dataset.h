@@ -50,6 +50,12 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // IoError naming the shard and "stale index". Default: "" (index the
   // shards by reading them).
   std::string index;
+  // Shards read at once when there is no index: construction streams every
+  // pipe: shard (and walks every local shard's headers) to build its
+  // table, and a download is usually limited per connection, so one at a
+  // time leaves the link idle. The table and any error are those of a
+  // one-at-a-time pass. Default: 8.
+  int index_streams = 8;
 
   // --- Shard cache (docs/tar_shards.md, "Shard cache") ---
   // A folder on local disk where shards are fetched once per node and

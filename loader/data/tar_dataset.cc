@@ -21,7 +21,8 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
         data::load_tar_manifest(options.index, urls, options.shuffle_buffer, cache),
         options.mode);
   }
-  return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer, cache),
+  return from_tar_index(data::index_tar_shards(urls, options.shuffle_buffer, cache, nullptr,
+                                                options.index_streams),
                         options.mode);
 }
 

@@ -2,7 +2,10 @@
 #include "loader/data/tar_index.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <exception>
+#include <thread>
 
 #include "loader/data/brace_expand.h"
 #include "loader/data/image_folder_scan.h"
@@ -90,6 +93,71 @@ class SampleGrouper {
   int members_ = 0;
 };
 
+// One shard's samples, indexed on their own by a thread of scan_shards.
+struct ShardScan {
+  TarSampleTableBuilder samples;
+  uint64_t file_size = 0;  // read to its end, when asked for
+  std::exception_ptr error;
+};
+
+// Each scan writes only its own ShardScan and its own shard's elements of
+// index.shard_sizes / shard_bytes; the rest of `index` is only read.
+void scan_shard(TarIndex& index, size_t shard, ShardCache* shard_cache, bool file_size,
+                ShardScan& scan) {
+  std::shared_ptr<ShardInput> input;
+  if (shard_cache && shard_cache->caches(index.shards[shard])) {
+    auto copy = shard_cache->open(index.shards[shard], 0);
+    index.shard_bytes[shard] = copy->size();
+    input = std::move(copy);
+  } else {
+    input = open_shard(index.shards[shard]);
+  }
+  SampleGrouper grouper(index, scan.samples, static_cast<int32_t>(shard));
+  walk_tar(*input, index.shards[shard], is_label_member,
+           [&](TarMember&& member) { grouper.add(std::move(member)); });
+  grouper.flush();
+  if (file_size) {
+    input->skip(UINT64_MAX);
+    scan.file_size = input->position();
+  }
+}
+
+// Up to `streams` shards at once: a pipe: shard is a download that is
+// usually limited per connection (and a local one a chain of seeks), so one
+// at a time leaves the link idle. Shards are taken in order, so every shard
+// below a failed one was taken too: the error rethrown, the lowest shard's,
+// is the one a one-at-a-time pass would have met first.
+void scan_shards(TarIndex& index, ShardCache* shard_cache, bool file_sizes, int streams,
+                 std::vector<ShardScan>& scans) {
+  // Relaxed: the joins below order every scan's writes before our reads.
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    for (;;) {
+      const size_t shard = next.fetch_add(1, std::memory_order_relaxed);
+      if (shard >= scans.size() || failed.load(std::memory_order_relaxed)) return;
+      try {
+        scan_shard(index, shard, shard_cache, file_sizes, scans[shard]);
+      } catch (...) {
+        scans[shard].error = std::current_exception();
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  const size_t helpers = std::min<size_t>(static_cast<size_t>(streams), scans.size()) - 1;
+  std::vector<std::thread> threads;
+  try {
+    for (size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
+  } catch (...) {  // no thread to be had: the ones started, and this one, go on
+  }
+  work();
+  for (std::thread& thread : threads) thread.join();
+  for (ShardScan& scan : scans) {
+    if (scan.error) std::rethrow_exception(scan.error);
+  }
+}
+
+
 // A worker's table must be the one its description names, and agree with
 // the shard list that travels beside it: the reader trusts both to find
 // each shard's samples (shard_sizes) and to name the shard of each sample.
@@ -124,10 +192,13 @@ void check_table(const TarIndex& index, const std::string& path, int64_t count,
 
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
                           int64_t shuffle_buffer, const ShardCacheOptions& cache,
-                          std::vector<uint64_t>* file_sizes) {
+                          std::vector<uint64_t>* file_sizes, int streams) {
   if (shuffle_buffer < 0) {
     throw OptionError("ringloader: shuffle_buffer must be >= 0, got " +
                       std::to_string(shuffle_buffer));
+  }
+  if (streams < 1) {
+    throw OptionError("ringloader: index_streams must be >= 1, got " + std::to_string(streams));
   }
   TarIndex index;
   index.shuffle_buffer = shuffle_buffer;
@@ -143,24 +214,12 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
   index.cache = cache;
   std::unique_ptr<ShardCache> shard_cache;
   if (cache.enabled()) shard_cache = std::make_unique<ShardCache>(cache);
+  std::vector<ShardScan> scans(index.shards.size());
+  scan_shards(index, shard_cache.get(), file_sizes != nullptr, streams, scans);
   TarSampleTableBuilder samples;
-  for (size_t shard = 0; shard < index.shards.size(); ++shard) {
-    std::shared_ptr<ShardInput> input;
-    if (shard_cache && shard_cache->caches(index.shards[shard])) {
-      auto copy = shard_cache->open(index.shards[shard], 0);
-      index.shard_bytes[shard] = copy->size();
-      input = std::move(copy);
-    } else {
-      input = open_shard(index.shards[shard]);
-    }
-    SampleGrouper grouper(index, samples, static_cast<int32_t>(shard));
-    walk_tar(*input, index.shards[shard], is_label_member,
-             [&](TarMember&& member) { grouper.add(std::move(member)); });
-    grouper.flush();
-    if (file_sizes) {
-      input->skip(UINT64_MAX);
-      file_sizes->push_back(input->position());
-    }
+  for (ShardScan& scan : scans) {
+    samples.append(std::move(scan.samples));
+    if (file_sizes) file_sizes->push_back(scan.file_size);
   }
   if (samples.size() == 0) {
     throw IoError("ringloader: the tar shards hold no sample (first shard: " +

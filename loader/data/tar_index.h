@@ -54,10 +54,14 @@ struct TarIndex {
 // an integer, or a fetch that kept failing; OptionError for no shard at all.
 // `file_sizes` (optional): each shard's bytes, read to its end (what a shard
 // index records; the tar walk itself may stop at the end-of-archive block).
+// `streams`: shards read at once (TarShardOptions::index_streams); the
+// table is in shard order whatever the order they finish in, and an error
+// is the one the lowest failing shard gave.
 TarIndex index_tar_shards(const std::vector<std::string>& urls,
                           int64_t shuffle_buffer,
                           const ShardCacheOptions& cache = {},
-                          std::vector<uint64_t>* file_sizes = nullptr);
+                          std::vector<uint64_t>* file_sizes = nullptr,
+                          int streams = 8);
 
 // "sample 17 (train-0001.tar member 000017.jpg)".
 std::string describe_tar_sample(const TarIndex& index, int64_t sample);

@@ -53,6 +53,21 @@ void TarSampleTableBuilder::add(const TarSample& sample) {
   name_end_.push_back(names_.size());
 }
 
+void TarSampleTableBuilder::append(TarSampleTableBuilder&& other) {
+  if (offsets_.empty()) {
+    *this = std::move(other);
+    return;
+  }
+  offsets_.insert(offsets_.end(), other.offsets_.begin(), other.offsets_.end());
+  sizes_.insert(sizes_.end(), other.sizes_.begin(), other.sizes_.end());
+  labels_.insert(labels_.end(), other.labels_.begin(), other.labels_.end());
+  shards_.insert(shards_.end(), other.shards_.begin(), other.shards_.end());
+  const uint64_t shift = names_.size();
+  for (uint64_t end : other.name_end_) name_end_.push_back(shift + end);
+  names_.append(other.names_);
+  other = TarSampleTableBuilder{};
+}
+
 std::shared_ptr<const TarSampleTable> TarSampleTable::build(TarSampleTableBuilder&& builder,
                                                             uint64_t shards) {
   const uint64_t count = builder.offsets_.size();

@@ -61,6 +61,8 @@ inline constexpr uint32_t kTarSampleTableVersion = 1;
 class TarSampleTableBuilder {
  public:
   void add(const TarSample& sample);
+  // Moves `other`'s samples after ours, in their order.
+  void append(TarSampleTableBuilder&& other);
   size_t size() const { return offsets_.size(); }
 
  private:

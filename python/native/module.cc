@@ -198,9 +198,10 @@ PYBIND11_MODULE(_ringloader, module) {
                               int64_t shuffle_buffer, const std::string& mode,
                               const std::string& cache_dir, uint64_t cache_limit_bytes,
                               int prefetch_shards, bool cache_local, int fetch_attempts,
-                              const std::string& index) {
+                              const std::string& index, int index_streams) {
     TarShardOptions options;
     options.index = index;
+    options.index_streams = index_streams;
     options.shuffle_buffer = shuffle_buffer;
     options.mode = mode == "L" ? ColorMode::kGray : ColorMode::kRGB;
     options.cache_dir = cache_dir;
@@ -217,7 +218,7 @@ PYBIND11_MODULE(_ringloader, module) {
      py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,
      py::arg("cache_local") = false,
      py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts,
-     py::arg("index") = "");
+     py::arg("index") = "", py::arg("index_streams") = TarShardOptions{}.index_streams);
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });

@@ -246,7 +246,9 @@ class TarShards(NativeDataset):
     are first read by the workers. ``urls`` may be ``None`` to take the
     index's shard list. A corrupt index raises ``DataIOError``, one for
     other shards or a plain wids index (counts only) ``OptionError``, a
-    stale one ``DataIOError`` naming the shard and "stale index".
+    stale one ``DataIOError`` naming the shard and "stale index". Without
+    an index, construction reads ``index_streams`` shards at once (Default:
+    8): a ``pipe:`` download is usually limited per connection.
     """
 
     ringloader_native_shuffle = True
@@ -254,7 +256,7 @@ class TarShards(NativeDataset):
     def __init__(self, urls, transform=None, target_transform=None,
                  shuffle_buffer=1000, mode="RGB", *, cache_dir=None,
                  cache_limit_bytes=16 << 30, prefetch_shards=2, cache_local=False,
-                 fetch_attempts=3, index=None):
+                 fetch_attempts=3, index=None, index_streams=8):
         if urls is None:
             urls = []
         elif isinstance(urls, (str, os.PathLike)):
@@ -264,7 +266,8 @@ class TarShards(NativeDataset):
         index = os.fspath(index) if index else ""
         handle = _ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
-            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index)
+            int(prefetch_shards), bool(cache_local), int(fetch_attempts), index,
+            int(index_streams))
         super().__init__({"kind": "tar"}, transform, target_transform)
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None

@@ -152,3 +152,19 @@ def test_a_corrupt_table_behind_a_description_is_named(tmp_path):
     description["table"] = "/proc/self/fd/100000"
     with pytest.raises(ringloader.DataIOError, match="/proc/self/fd/100000"):
         ringloader._ringloader.dataset_from_json(json.dumps(description))
+
+
+def test_pipe_shards_indexed_several_at_once_give_the_one_at_a_time_table(tmp_path):
+    """Lower shards' commands wait longer, so they finish last; the table is
+    in shard order all the same (the C++ TarIndexStreamsTest shows the
+    commands overlap)."""
+    write_sparse_tar_dataset(str(tmp_path / "d"), total=60, real=60, per_shard=7)
+    urls = [f"pipe:sleep {0.02 * (9 - s)}; cat {tmp_path}/d/s-{s:04d}.tar" for s in range(9)]
+    one = datasets.TarShards(urls, SMALL, index_streams=1)
+    eight = datasets.TarShards(urls, SMALL, index_streams=8)
+    assert one.shard_sizes == eight.shard_sizes == [7] * 8 + [4]
+    assert list(one.targets) == list(eight.targets) == [n % 1000 for n in range(60)]
+    assert [eight.member_name(i) for i in (0, 30, 59)] == [one.member_name(i) for i in (0, 30, 59)]
+    assert torch.equal(one[33][0], eight[33][0])
+    with pytest.raises(ValueError, match="index_streams must be >= 1"):
+        datasets.TarShards(urls, SMALL, index_streams=0)
