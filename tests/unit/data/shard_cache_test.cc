@@ -22,21 +22,17 @@
 #include "loader/data/tar_member_reader.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
+#include "tests/unit/temp_dir_test.h"
 
 namespace ringloader::data {
 namespace {
 
-class ShardCacheTest : public ::testing::Test {
+class ShardCacheTest : public TempDirTest {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/ringloader-cache-XXXXXX";
-    dir_ = mkdtemp(pattern);
+    TempDirTest::SetUp();
     options_.dir = dir_ + "/cache";
     options_.retry_backoff_s = 0.01;
-  }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
   }
   // A shard of `count` samples (~2-3 KB of image bytes each).
   std::string make_shard(const std::string& name, int count) {
@@ -97,7 +93,6 @@ class ShardCacheTest : public ::testing::Test {
     }
     return "(no error)";
   }
-  std::string dir_;
   ShardCacheOptions options_;
 };
 

@@ -17,22 +17,15 @@
 #include "loader/data/tar_walk.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
+#include "tests/unit/temp_dir_test.h"
 
 namespace ringloader::data {
 namespace {
 
 using Names = std::vector<std::string>;
 
-class TarFormatTest : public ::testing::Test {
+class TarFormatTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/ringloader-tar-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
   void write_file(const std::string& relative, const std::string& text) {
     std::string path = dir_ + "/" + relative;
     std::string command = "mkdir -p \"$(dirname '" + path + "')\"";
@@ -54,7 +47,6 @@ class TarFormatTest : public ::testing::Test {
     }
     return "(no error)";
   }
-  std::string dir_;
 };
 
 TEST(BraceExpandTest, RangesKeepPaddingAndListsMultiply) {

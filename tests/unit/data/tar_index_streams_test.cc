@@ -12,21 +12,14 @@
 #include "loader/data/tar_index.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
+#include "tests/unit/temp_dir_test.h"
 #include "tests/unit/data/tar_index_contents.h"
 
 namespace ringloader::data {
 namespace {
 
-class TarIndexStreamsTest : public ::testing::Test {
+class TarIndexStreamsTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/ringloader-tarstreams-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
   // Shard `number` holds (number * 5) % 9 + 1 samples, so shards differ in
   // size and finish out of order.
   std::string make_shard(int number) {
@@ -63,7 +56,6 @@ class TarIndexStreamsTest : public ::testing::Test {
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     return lines;
   }
-  std::string dir_;
 };
 
 TEST_F(TarIndexStreamsTest, SameTableAndSizesAsOneAtATime) {

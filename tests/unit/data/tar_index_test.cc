@@ -20,20 +20,13 @@
 #include "loader/sampler/sampler.h"
 #include "loader/sampler/shard_order.h"
 #include "ringloader/errors.h"
+#include "tests/unit/temp_dir_test.h"
 
 namespace ringloader::data {
 namespace {
 
-class TarIndexTest : public ::testing::Test {
+class TarIndexTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/ringloader-tarindex-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
   // Shard `name` with samples first..first+count-1: <key>.jpg holds "img<n>"
   // padded to a varying size, <key>.cls holds n % 7.
   std::string make_shard(const std::string& name, int first, int count) {
@@ -62,7 +55,6 @@ class TarIndexTest : public ::testing::Test {
     struct stat info {};
     return stat(path.c_str(), &info) == 0 ? info.st_size : -1;
   }
-  std::string dir_;
 };
 
 TEST_F(TarIndexTest, GroupsMembersByKeyAcrossPatternShards) {

@@ -18,22 +18,15 @@
 #include "loader/data/tar_member_reader.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
+#include "tests/unit/temp_dir_test.h"
 
 namespace ringloader::data {
 namespace {
 
 using nlohmann::json;
 
-class TarManifestTest : public ::testing::Test {
+class TarManifestTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/ringloader-manifest-XXXXXX";
-    dir_ = mkdtemp(pattern);
-  }
-  void TearDown() override {
-    std::string command = "rm -rf '" + dir_ + "'";
-    EXPECT_EQ(std::system(command.c_str()), 0);
-  }
   // <key>.jpg holds "<tag><n>" padded to a varying size; <key>.cls n % 7.
   std::string make_shard(const std::string& name, int first, int count,
                          const std::string& tag = "img") {
@@ -81,7 +74,6 @@ class TarManifestTest : public ::testing::Test {
     }
     return "(no error)";
   }
-  std::string dir_;
 };
 
 // The index without its "manifest" key: what reading the shards gives.
