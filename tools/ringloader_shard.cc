@@ -40,6 +40,7 @@
 #include "loader/data/tar_manifest.h"
 #include "loader/data/tar_writer.h"
 #include "loader/sampler/sampler.h"
+#include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 #include "tools/shard_reencode.h"
 
@@ -57,7 +58,8 @@ struct Arguments {
   ringloader::tools::ReencodeOptions reencode;
   std::string index;                 // the shard index to write ("" : derived)
   bool index_only = false;           // --index-only: positional = URLs
-  int streams = 8;                   // --streams: shards --index-only reads at once
+  // --streams: shards --index-only reads at once.
+  int streams = ringloader::TarShardOptions{}.index_streams;
   std::vector<std::string> urls;
 };
 

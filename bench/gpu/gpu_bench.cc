@@ -9,9 +9,9 @@
 //   ringloader-gpu-bench <images.idx[.gz]> <labels.idx[.gz]> [json-out]
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>

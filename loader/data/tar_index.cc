@@ -157,7 +157,6 @@ void scan_shards(TarIndex& index, ShardCache* shard_cache, bool file_sizes, int 
   }
 }
 
-
 // A worker's table must be the one its description names, and agree with
 // the shard list that travels beside it: the reader trusts both to find
 // each shard's samples (shard_sizes) and to name the shard of each sample.

@@ -14,6 +14,7 @@
 
 #include "loader/data/shard_cache.h"
 #include "loader/data/tar_sample_table.h"
+#include "ringloader/dataset.h"
 
 namespace ringloader::data {
 
@@ -61,7 +62,7 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
                           int64_t shuffle_buffer,
                           const ShardCacheOptions& cache = {},
                           std::vector<uint64_t>* file_sizes = nullptr,
-                          int streams = 8);
+                          int streams = TarShardOptions{}.index_streams);
 
 // "sample 17 (train-0001.tar member 000017.jpg)".
 std::string describe_tar_sample(const TarIndex& index, int64_t sample);

@@ -170,10 +170,7 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
     if (thread_.joinable()) thread_.join();
     finish(NodeState::kStopped, "");
     // Copies in flight read the ring: let them end before it goes.
-    while (memory_ && memory_->in_flight() > 0) {
-      reap();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    if (memory_) reap_until_copied();
     if (memory_ && listener_ && node_.device == "cuda") retire_device_memory();
     listener_.reset();  // closes connections: trainers see the node go
     memory_.reset();
@@ -231,7 +228,7 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
   void put(uint32_t lane, Batch batch, int64_t epoch, int64_t index);
   bool wait_for_slot(NodeLane& lane);
   void reap();
-  void publish_in_flight();
+  void reap_until_copied();  // publishes every queued copy
   void retire_device_memory();
   void finish(NodeState state, const std::string& error);
 
@@ -328,7 +325,10 @@ void NodeLoader::Impl::serve_loop() {
          node_.epochs == 0 || epoch < node_.first_epoch + node_.epochs; ++epoch) {
       serve_epoch(epoch);
     }
-    publish_in_flight();
+    // The last epoch's copies: only reap() makes them READY, and once the
+    // last batch is put nothing waits, so nothing else would reap them.
+    reap_until_copied();
+    if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
     finish(NodeState::kFinished, "");
   } catch (const StopServing&) {
     finish(NodeState::kStopped, "");
@@ -356,12 +356,11 @@ void NodeLoader::Impl::serve_epoch(int64_t epoch) {
   }
 }
 
-// The last epoch's copies: only reap() makes them READY, and once the last
-// batch is put nothing waits, so nothing else would reap them.
-void NodeLoader::Impl::publish_in_flight() {
+// Copies end on their own (an H2D copy needs nothing from us), so this
+// waits milliseconds, stopping or not.
+void NodeLoader::Impl::reap_until_copied() {
   while (memory_->in_flight() > 0) {
     reap();
-    if (stopping_.load(std::memory_order_acquire)) throw StopServing{};
     if (memory_->in_flight() > 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
