@@ -7,7 +7,9 @@ command per shard, as `pipe:curl ...` would be; `pv -L` lets the first
 RATE/10 bytes through at once, so small shards would not be slowed),
 for ringloader without a shard index (construction streams every shard:
 one at a time as before, and --streams at once, TarShards(index_streams=)),
-ringloader with the index `ringloader-shard --index-only` wrote, and
+ringloader with the index `ringloader-shard --index-only` wrote, with a
+plain wids index of the same shards (counts only, as `widsindex` writes;
+workers find samples by streaming), and
 WebDataset 1.0.2 (run by the interpreter of
 /root/.cache/ringloader/venv-peers-py312, its torch; the row is skipped
 with a message when that venv is absent).
@@ -113,6 +115,17 @@ def measure(python, side, urls, index, streams, args):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def write_counts_index(full, path):
+    """What WebDataset's widsindex writes: url, nsamples, filesize per shard."""
+    with open(full) as f:
+        manifest = json.load(f)
+    with open(path, "w") as f:
+        json.dump({"__kind__": manifest["__kind__"], "wids_version": 1,
+                   "shardlist": [{k: e[k] for k in ("url", "nsamples", "filesize")}
+                                 for e in manifest["shardlist"]]}, f)
+    return path
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="/tmp/ringloader-shard-start")
@@ -147,10 +160,13 @@ def main():
           f"{args.rate / 1e6:g} MB/s per shard command; batch {args.batch_size}, {args.workers} workers")
     print(f"ringloader-shard --index-only (once): {index_s:.1f} s, "
           f"index {os.path.getsize(index) / 2**10:.0f} KiB")
+    counts = write_counts_index(index, os.path.join(args.data, "pipe-wids.json"))
     sides = [("ringloader, no index, 1 stream (before)", sys.executable, "ringloader", "", 1),
              (f"ringloader, no index, {args.streams} streams", sys.executable, "ringloader", "",
               args.streams),
-             ("ringloader, index", sys.executable, "ringloader", index, 1)]
+             ("ringloader, index", sys.executable, "ringloader", index, 1),
+             ("ringloader, plain wids index (counts only)", sys.executable, "ringloader",
+              counts, 1)]
     if os.access(PEERS, os.X_OK):
         sides.append(("WebDataset 1.0.2", PEERS, "webdataset", "", 1))
     else:

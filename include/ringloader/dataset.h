@@ -44,11 +44,16 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // not streamed until a worker reads them). It must list the shards the
   // URLs give, in order (an empty URL list takes its list). Checked, never
   // trusted: a corrupt one is an IoError naming it and the reason, one for
-  // other shards an OptionError, a plain wids index (counts, no member
-  // table) an OptionError saying how to write a full one; a stale one (a
-  // local shard of another size; a pipe: member not where it says) an
-  // IoError naming the shard and "stale index". Default: "" (index the
-  // shards by reading them).
+  // other shards an OptionError; a stale one (a local shard of another
+  // size; a pipe: member not where it says) an IoError naming the shard and
+  // "stale index". A plain wids index (per-shard "nsamples" only, as
+  // WebDataset's widsindex writes it) serves pipe: shards read without a
+  // cache: each worker finds sample k of a shard by streaming it, and reads
+  // its label there, so sample_label / sample_labels / tar_member raise
+  // OptionError (they need labels up front), and a count the shard does
+  // not match is an IoError "stale index" in the worker. For local shards
+  // or with cache_dir it is an OptionError saying how to write a full one.
+  // Default: "" (index the shards by reading them).
   std::string index;
   // Shards read at once when there is no index: construction streams every
   // pipe: shard (and walks every local shard's headers) to build its
@@ -259,8 +264,10 @@ class RINGLOADER_EXPORT Dataset {
   // the member, whose tar header is checked against the index). IoError
   // naming the shard and member ("stale index" when the shard changed),
   // OptionError for other kinds. Each call opens what it reads: for
-  // inspecting samples (Python's dataset[i]), not for loading.
-  std::vector<uint8_t> tar_member_bytes(int64_t index) const;
+  // inspecting samples (Python's dataset[i]), not for loading. `label`,
+  // when given, receives the sample's label as the worker reads it (from
+  // the shard's <key>.cls for a counts-only index, whose table has none).
+  std::vector<uint8_t> tar_member_bytes(int64_t index, int64_t* label = nullptr) const;
   // The labels column of the shared table of a file-backed or tar dataset
   // (size() values, read-only mapping; valid while a copy of this Dataset
   // lives), or null for other kinds; and the table's bytes (0 for other

@@ -105,7 +105,10 @@ std::string Dataset::sample_path(int64_t index) const {
 }
 
 int64_t Dataset::sample_label(int64_t index) const {
-  if (tar_) return tar_->table->label(index);
+  if (tar_) {
+    tar_->require_placed("sample_label");
+    return tar_->table->label(index);
+  }
   if (!table_) {
     throw OptionError("ringloader: sample_label needs a file-backed or tar dataset");
   }
@@ -113,7 +116,10 @@ int64_t Dataset::sample_label(int64_t index) const {
 }
 
 const int64_t* Dataset::sample_labels() const {
-  if (tar_) return tar_->table->labels();
+  if (tar_) {
+    tar_->require_placed("the labels of its samples (targets)");
+    return tar_->table->labels();
+  }
   return table_ ? table_->labels() : nullptr;
 }
 

@@ -32,11 +32,19 @@ Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts
     bytes.resize(source.shards.size(), 0);
     index.shard_bytes.insert(index.shard_bytes.end(), bytes.begin(), bytes.end());
     if (!index.cache.enabled() && source.cache.enabled()) index.cache = source.cache;
+    index.has_unplaced = index.has_unplaced || source.has_unplaced;
     for (int64_t i = 0; i < source.size(); ++i) {
       data::TarSample sample = source.sample(i);
       sample.shard += first_shard;
       samples.add(sample);
     }
+  }
+  // A counts-only part's shards are streamed, never read from a cache.
+  if (index.has_unplaced && index.cache.enabled()) {
+    throw OptionError("ringloader: mix: a part indexed by sample counts only (a plain wids "
+                      "index) cannot share the shard cache " + index.cache.dir +
+                      " of another part; write that part's full index once with "
+                      "`ringloader-shard --index-only INDEX.json URL...`");
   }
   // One table for the mix, which its workers map like any tar dataset's.
   index.table = data::TarSampleTable::build(std::move(samples), index.shards.size());

@@ -102,8 +102,8 @@ int64_t SampleSource::copy_row(int64_t index, uint8_t* destination) const {
 int64_t SampleSource::read_encoded(int64_t index,
                                    std::vector<uint8_t>& file_bytes) const {
   if (tar_reader_) {
-    tar_reader_->read(index, file_bytes);
-    return dataset_.tar_index()->table->label(index);  // checked against the table
+    // The table's label, or the shard's own for a counts-only index.
+    return tar_reader_->read(index, file_bytes);
   }
   // Both checked against the table's bounds (it is the trainer's memory).
   read_file(dataset_.sample_path(index), file_bytes);

@@ -28,6 +28,7 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
 
 TarMember Dataset::tar_member(int64_t index) const {
   if (!tar_) throw OptionError("ringloader: tar_member needs a tar dataset");
+  tar_->require_placed("tar_member");
   data::TarSample sample = tar_->sample(index);
   // The table's shard ids are below its shard count, which a worker's
   // TarIndex::from_json checked against this list.
@@ -35,11 +36,12 @@ TarMember Dataset::tar_member(int64_t index) const {
           sample.label, std::move(sample.image_name)};
 }
 
-std::vector<uint8_t> Dataset::tar_member_bytes(int64_t index) const {
+std::vector<uint8_t> Dataset::tar_member_bytes(int64_t index, int64_t* label) const {
   if (!tar_) throw OptionError("ringloader: tar_member_bytes needs a tar dataset");
   data::TarMemberReader reader(*tar_);
   std::vector<uint8_t> bytes;
-  reader.read(index, bytes);
+  const int64_t read_label = reader.read(index, bytes);
+  if (label) *label = read_label;
   return bytes;
 }
 

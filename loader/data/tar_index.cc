@@ -10,88 +10,12 @@
 #include "loader/data/brace_expand.h"
 #include "loader/data/image_folder_scan.h"
 #include "loader/data/tar_format.h"
+#include "loader/data/tar_grouper.h"
 #include "loader/data/tar_walk.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
 namespace {
-
-bool is_label_member(const std::string& name) {
-  std::string key, extension;
-  split_member_name(name, key, extension);
-  return extension == "cls";
-}
-
-int64_t parse_label(const std::string& text, const std::string& shard,
-                    const std::string& member) {
-  size_t begin = text.find_first_not_of(" \t\r\n");
-  size_t end = text.find_last_not_of(" \t\r\n");
-  std::string digits = begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
-  size_t used = 0;
-  int64_t label = 0;
-  try {
-    label = std::stoll(digits, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (digits.empty() || used != digits.size()) {
-    throw IoError("ringloader: shard " + shard + ": member '" + member +
-                  "' should hold an integer class label, holds '" +
-                  text.substr(0, 40) + "'");
-  }
-  return label;
-}
-
-// Consecutive members sharing a key make one sample, as in WebDataset.
-class SampleGrouper {
- public:
-  SampleGrouper(TarIndex& index, TarSampleTableBuilder& samples, int32_t shard)
-      : index_(index), samples_(samples), shard_(shard) {}
-
-  void add(TarMember&& member) {
-    std::string key, extension;
-    split_member_name(member.name, key, extension);
-    if (key != key_) {
-      flush();
-      key_ = key;
-    }
-    const std::string& url = index_.shards[shard_];
-    if (extension == "cls") {
-      current_.label = parse_label(member.data, url, member.name);
-    } else if (!has_image_ && has_image_extension("." + extension) &&
-               extension.find('.') == std::string::npos) {
-      has_image_ = true;
-      current_.offset = member.offset;
-      current_.size = member.size;
-      current_.image_name = member.name;
-    }
-    ++members_;
-  }
-
-  void flush() {
-    if (members_ == 0) return;
-    if (!has_image_) {
-      throw IoError("ringloader: shard " + index_.shards[shard_] + ": sample '" +
-                    key_ + "' has no image member (.jpg .jpeg .png .ppm .bmp "
-                    ".pgm .tif .tiff .webp)");
-    }
-    current_.shard = shard_;
-    samples_.add(current_);
-    ++index_.shard_sizes[shard_];
-    current_ = TarSample{};
-    has_image_ = false;
-    members_ = 0;
-  }
-
- private:
-  TarIndex& index_;
-  TarSampleTableBuilder& samples_;
-  int32_t shard_;
-  std::string key_;
-  TarSample current_;
-  bool has_image_ = false;
-  int members_ = 0;
-};
 
 // One shard's samples, indexed on their own by a thread of scan_shards.
 struct ShardScan {
@@ -112,10 +36,16 @@ void scan_shard(TarIndex& index, size_t shard, ShardCache* shard_cache, bool fil
   } else {
     input = open_shard(index.shards[shard]);
   }
-  SampleGrouper grouper(index, scan.samples, static_cast<int32_t>(shard));
-  walk_tar(*input, index.shards[shard], is_label_member,
-           [&](TarMember&& member) { grouper.add(std::move(member)); });
-  grouper.flush();
+  TarSampleGrouper grouper(index.shards[shard], static_cast<int32_t>(shard));
+  GroupedSample done;
+  auto keep = [&] {
+    scan.samples.add(done.sample);
+    ++index.shard_sizes[shard];
+  };
+  walk_tar(*input, index.shards[shard], TarSampleGrouper::is_label, [&](TarMember&& member) {
+    if (grouper.add(std::move(member), done)) keep();
+  });
+  if (grouper.finish(done)) keep();
   if (file_size) {
     input->skip(UINT64_MAX);
     scan.file_size = input->position();
@@ -232,14 +162,22 @@ std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
   // The table checked the shard id against its own count; the shard list
   // is checked against that count when a worker maps the table.
   const TarSample s = index.sample(sample);
-  return "sample " + std::to_string(sample) + " (" + index.shards.at(s.shard) +
-         " member " + s.image_name + ")";
+  std::string place = " member " + s.image_name;
+  if (!s.placed()) {  // only errors describe samples: a walk over the shards is cheap enough
+    int64_t first = 0;
+    for (int32_t shard = 0; shard < s.shard && shard < static_cast<int32_t>(index.shard_sizes.size());
+         ++shard) {
+      first += index.shard_sizes[static_cast<size_t>(shard)];
+    }
+    place = " sample " + std::to_string(sample - first) + " of its shard";
+  }
+  return "sample " + std::to_string(sample) + " (" + index.shards.at(s.shard) + place + ")";
 }
 
 nlohmann::json TarIndex::to_json() const {
   nlohmann::json out = {{"shards", shards}, {"shard_sizes", shard_sizes},
           {"shuffle_buffer", shuffle_buffer}, {"table", table->proc_path()},
-          {"count", table->size()}, {"digest", table->digest()}};
+          {"count", table->size()}, {"digest", table->digest()}, {"unplaced", has_unplaced}};
   if (!manifest.empty()) out["manifest"] = manifest;
   if (cache.enabled()) {
     out["shard_bytes"] = shard_bytes;
@@ -252,6 +190,15 @@ nlohmann::json TarIndex::to_json() const {
   return out;
 }
 
+void TarIndex::require_placed(const std::string& what) const {
+  if (!has_unplaced) return;
+  throw OptionError("ringloader: " + what + " needs a full shard index: " +
+                    (manifest.empty() ? std::string("its index") : manifest) +
+                    " counts samples only (a plain wids index), so only the worker "
+                    "that streams a shard reads its labels and members; write ringloader's "
+                    "full index once with `ringloader-shard --index-only INDEX.json URL...`");
+}
+
 TarIndex TarIndex::from_json(const nlohmann::json& description) {
   TarIndex index;
   index.shards = description.at("shards").get<std::vector<std::string>>();
@@ -259,6 +206,7 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
   index.shuffle_buffer = description.at("shuffle_buffer").get<int64_t>();
   index.shard_bytes.assign(index.shards.size(), 0);
   index.manifest = description.value("manifest", std::string());
+  index.has_unplaced = description.value("unplaced", false);
   if (description.contains("shard_bytes")) {
     index.shard_bytes = description.at("shard_bytes").get<std::vector<uint64_t>>();
   }

@@ -34,7 +34,14 @@ struct TarIndex {
   // The shard index file (manifest) this index was read from, else "":
   // named by a worker that finds a member that no longer matches it.
   std::string manifest;
+  // Whether some samples have no place in the table (TarSample::placed()):
+  // their shards came from a counts-only index (a plain wids index), so
+  // only the worker that streams such a shard learns their labels and names.
+  bool has_unplaced = false;
 
+  // Throws OptionError when has_unplaced: `what` needs every sample's
+  // label or place, and the message says how to write a full index.
+  void require_placed(const std::string& what) const;
   int64_t size() const { return table ? table->size() : 0; }
   // Sample `index`, checked (IoError naming the table and sample).
   TarSample sample(int64_t index) const { return table->sample(index); }

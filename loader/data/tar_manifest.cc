@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -67,7 +68,8 @@ class ManifestReader {
     throw IoError("ringloader: shard index " + source_ + ": " + reason);
   }
 
-  void check_kind(const json& manifest) const {
+  // Whether the manifest counts samples only (a plain wids index).
+  bool check_kind(const json& manifest) const {
     if (!manifest.is_object()) fail("not a JSON object");
     if (manifest.value("__kind__", json()) != kWidsKind) {
       fail("\"__kind__\" is not \"" + std::string(kWidsKind) + "\"");
@@ -76,15 +78,55 @@ class ManifestReader {
       fail("no \"shardlist\" array");
     }
     json version = manifest.value("ringloader_index", json());
-    if (version.is_null()) {
-      throw OptionError("ringloader: shard index " + source_ +
-                        " holds sample counts only (a plain wids index), not "
-                        "ringloader's member table; " + kHowToWrite);
-    }
+    if (version.is_null()) return true;
     if (version != kRingloaderIndexVersion) {
       fail("\"ringloader_index\" is " + version.dump() + ", this ringloader reads version " +
            std::to_string(kRingloaderIndexVersion));
     }
+    return false;
+  }
+
+  // A counts-only shard's samples are found by the worker that streams it
+  // (tar_member_reader.h), which a pipe: shard read without a cache is.
+  void check_counted_shard(const std::string& url, const ShardCacheOptions& cache) const {
+    std::string why;
+    if (!is_pipe_url(url)) {
+      why = "shard " + url + " is a local file (local shards are indexed from their headers "
+            "in moments: leave out the index, or ";
+    } else if (cache.enabled()) {
+      why = "its pipe: shards are read through the shard cache " + cache.dir + " (";
+    } else {
+      return;
+    }
+    throw OptionError("ringloader: shard index " + source_ +
+                      " holds sample counts only (a plain wids index), which serves pipe: "
+                      "shards streamed without a cache, but " + why + kHowToWrite + ")");
+  }
+
+  // Shard `shard`'s samples of a counts-only index: numbered, not placed.
+  void add_counted_shard(const json& entry, int32_t shard, uint64_t& file_size) {
+    const std::string where = "shard " + std::to_string(shard);
+    if (!entry.is_object()) fail(where + ": not an object");
+    const int64_t count = integer(entry, "nsamples", where);
+    file_size = entry.contains("filesize")
+                    ? static_cast<uint64_t>(integer(entry, "filesize", where)) : 0;
+    // Nothing else bounds the table a count asks for: each sample takes a
+    // header and a data block at least, and a shard of WebDataset's holds
+    // thousands of samples, not millions.
+    constexpr int64_t kMaxCountedPerShard = int64_t{1} << 24;
+    const int64_t most = file_size > 0 ? static_cast<int64_t>(file_size / (2 * kTarBlock))
+                                       : kMaxCountedPerShard;
+    if (count > std::min(most, kMaxCountedPerShard) ||
+        static_cast<int64_t>(samples_.size()) + count > (int64_t{1} << 31)) {
+      fail(where + ": \"nsamples\" " + std::to_string(count) + " is more than " +
+           (file_size > 0 ? "its filesize " + std::to_string(file_size) + " holds"
+                          : "a shard holds (" + std::to_string(kMaxCountedPerShard) + ")"));
+    }
+    TarSample sample;
+    sample.shard = shard;
+    sample.offset = kUnplacedOffset;
+    for (int64_t i = 0; i < count; ++i) samples_.add(sample);
+    index_.shard_sizes.push_back(count);
   }
 
   // Appends shard `shard`'s samples from its entry, checking every field.
@@ -222,7 +264,8 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
   ManifestReader reader(source, index, samples);
   json manifest = json::parse(read_source(source), nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded()) reader.fail("not valid JSON");
-  reader.check_kind(manifest);
+  const bool counts_only = reader.check_kind(manifest);
+  index.has_unplaced = counts_only;
   const json& shardlist = manifest["shardlist"];
   if (shardlist.empty()) reader.fail("the shard list is empty");
   if (shardlist.size() > (size_t{1} << 31) - 1) reader.fail("too many shards");
@@ -234,7 +277,12 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
       reader.fail("shard " + std::to_string(s) + ": no \"url\" string");
     }
     index.shards.push_back(normalize(entry["url"].get<std::string>(), base));
-    reader.add_shard(entry, static_cast<int32_t>(s), file_sizes[s]);
+    if (counts_only) {
+      reader.check_counted_shard(index.shards.back(), cache);
+      reader.add_counted_shard(entry, static_cast<int32_t>(s), file_sizes[s]);
+    } else {
+      reader.add_shard(entry, static_cast<int32_t>(s), file_sizes[s]);
+    }
   }
   std::vector<std::string> given, given_as_written;
   for (const std::string& url : urls) {

@@ -34,10 +34,13 @@ nlohmann::json tar_manifest_json(const TarIndex& index, const std::vector<std::s
 // shard list). Never trusts it: IoError naming the manifest and the reason
 // for bad JSON, another kind or version, a member table that disagrees with
 // its counts or runs past its shard's filesize; OptionError for a shard
-// list that is not `urls`, or counts without ringloader's member table (a
-// plain wids index: the message says how to write a full one); IoError
+// list that is not `urls`; IoError
 // "stale index" naming the shard when a local shard's size is not the
-// recorded filesize.
+// recorded filesize. A plain wids index (counts, no member table) gives
+// unplaced samples (TarIndex::has_unplaced), which workers find by
+// streaming their shard; OptionError saying how to write a full index when
+// a shard is local or the cache is on (those are read by offset), IoError
+// for a count no shard could hold (above filesize / 1024, or 2^24).
 TarIndex load_tar_manifest(const std::string& source, const std::vector<std::string>& urls,
                            int64_t shuffle_buffer, const ShardCacheOptions& cache = {});
 

@@ -27,18 +27,29 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
   if (index.cache.enabled()) shard_cache_ = std::make_unique<ShardCache>(index.cache);
 }
 
-void TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
+int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   const TarSample sample = checked_sample(index);
   const std::string& url = index_.shards[sample.shard];
   const bool cached = shard_cache_ && shard_cache_->caches(url);
+  if (!sample.placed()) {
+    // load_tar_manifest lets counts-only shards be pipe: ones, uncached;
+    // a table that says otherwise was not written by it.
+    if (cached || !is_pipe_url(url)) {
+      throw IoError("ringloader: tar sample table " + index_.table->proc_path() + ": sample " +
+                    std::to_string(index) + " has no offset in " + url +
+                    ", which is not an uncached pipe: shard (a corrupt table)");
+    }
+    return read_unplaced(index, sample, out);
+  }
   if (!cached && is_pipe_url(url)) {
     read_pipe(sample, out);
-    return;
+    return sample.label;
   }
   std::shared_ptr<FileInput> input = cached ? cached_file(sample.shard) : file(sample.shard);
   out.resize(static_cast<size_t>(sample.size));
   size_t got = input->read_at(sample.offset, out.data(), out.size());
   if (got < out.size()) fail_short(sample, got);
+  return sample.label;
 }
 
 // The table checks its own bounds; a sample must also lie in the range
@@ -115,25 +126,32 @@ TarMemberReader::PipeShard& TarMemberReader::pipe_shard(int32_t shard) {
     close_stream(pipes_.back());
     pipes_.pop_back();
   }
-  pipes_.push_front(PipeShard{shard, nullptr});
+  pipes_.push_front(PipeShard{shard, nullptr, nullptr});
   return pipes_.front();
 }
 
 void TarMemberReader::close_stream(PipeShard& pipe) {
   if (pipe.input) pipe_bytes_closed_ += pipe.input->position();
+  if (pipe.samples) pipe_bytes_closed_ += pipe.samples->position();
   pipe.input.reset();
+  pipe.samples.reset();
+}
+
+bool TarMemberReader::take_cached(const MemberKey& key, std::vector<uint8_t>& out,
+                                  int64_t* label) {
+  auto cached = cache_.find(key);
+  if (cached == cache_.end()) return false;
+  out.swap(cached->second.bytes);
+  if (label) *label = cached->second.label;
+  recycle(std::move(cached->second.bytes));
+  cache_.erase(cached);
+  return true;
 }
 
 void TarMemberReader::read_pipe(const TarSample& sample, std::vector<uint8_t>& out) {
   // One stream per shard: readers of the same shard take turns.
   std::lock_guard<std::mutex> lock(mutex_);
-  auto cached = cache_.find({sample.shard, sample.offset});
-  if (cached != cache_.end()) {
-    out.swap(cached->second);
-    recycle(std::move(cached->second));
-    cache_.erase(cached);
-    return;
-  }
+  if (take_cached({sample.shard, sample.offset}, out, nullptr)) return;
   PipeShard& pipe = pipe_shard(sample.shard);
   if (pipe.input && pipe.input->position() > sample.offset) {
     close_stream(pipe);
@@ -177,9 +195,64 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
     std::vector<uint8_t> bytes = take_buffer(static_cast<size_t>(passed.size));
     size_t got = input.read(bytes.data(), bytes.size());
     if (got < bytes.size()) fail_short(passed, got);
-    cache(passed, std::move(bytes));
+    cache({passed.shard, passed.offset}, std::move(bytes));
   }
   reach(input, target);
+}
+
+// A counts-only index numbers a shard's samples without placing them: the
+// shard is streamed as whole samples to the one asked for.
+int64_t TarMemberReader::read_unplaced(int64_t index, const TarSample& sample,
+                                       std::vector<uint8_t>& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // checked_sample put `index` among its shard's samples.
+  const int64_t ordinal = index - shard_first_[sample.shard];
+  int64_t label = -1;
+  if (take_cached({sample.shard, static_cast<uint64_t>(ordinal)}, out, &label)) return label;
+  PipeShard& pipe = pipe_shard(sample.shard);
+  if (pipe.samples && pipe.samples->next_ordinal() > ordinal) {
+    close_stream(pipe);
+    ++pipe_restarts_;
+  }
+  const std::string& url = index_.shards[sample.shard];
+  try {
+    if (!pipe.samples) {
+      pipe.samples =
+          std::make_unique<TarSampleStream>(std::make_unique<PipeInput>(url), url, sample.shard);
+      ++pipe_commands_;
+    }
+    GroupedSample found;
+    stream_to_ordinal(pipe, ordinal, found);
+    out.assign(found.image.begin(), found.image.end());
+    return found.sample.label;
+  } catch (const IoError&) {
+    close_stream(pipe);
+    throw;
+  }
+}
+
+// Caches the samples passed on the way. The index's count is checked as
+// the stream passes it: a shard with fewer samples, or with more after its
+// last counted one, is not the shard that was counted.
+void TarMemberReader::stream_to_ordinal(PipeShard& pipe, int64_t ordinal, GroupedSample& found) {
+  TarSampleStream& stream = *pipe.samples;
+  const int32_t shard = pipe.shard;
+  const int64_t counted = index_.shard_sizes[static_cast<size_t>(shard)];
+  for (;;) {
+    const int64_t at = stream.next_ordinal();
+    const bool got = stream.next(found);
+    if (!got || (at == counted - 1 && !stream.at_end())) {
+      throw IoError("ringloader: shard " + index_.shards[shard] + ": stale index" +
+                    (index_.manifest.empty() ? std::string() : " " + index_.manifest) +
+                    ": it counts " + std::to_string(counted) + " samples, the shard holds " +
+                    (got ? "more" : std::to_string(at)) + "; write the index again");
+    }
+    if (at == ordinal) return;
+    std::vector<uint8_t> bytes = take_buffer(found.image.size());
+    std::copy(found.image.begin(), found.image.end(), bytes.begin());
+    cache({shard, static_cast<uint64_t>(at)},
+          std::move(bytes), found.sample.label);
+  }
 }
 
 // Streams up to `sample`'s data, checking the member header in front of it:
@@ -227,19 +300,18 @@ void TarMemberReader::check_header(const uint8_t* block, const TarSample& sample
                 ", the shard holds " + found + " there");
 }
 
-void TarMemberReader::cache(const TarSample& sample, std::vector<uint8_t> bytes) {
+void TarMemberReader::cache(const MemberKey& key, std::vector<uint8_t> bytes, int64_t label) {
   if (pipe_cache_members_ == 0) {
     recycle(std::move(bytes));
     return;
   }
-  MemberKey key{sample.shard, sample.offset};
-  cache_[key] = std::move(bytes);
+  cache_[key] = CachedMember{std::move(bytes), label};
   cache_order_.push_back(key);
   // Entries already taken leave stale keys behind; erase() skips them.
   while (cache_.size() > pipe_cache_members_ && !cache_order_.empty()) {
     auto oldest = cache_.find(cache_order_.front());
     if (oldest != cache_.end()) {
-      recycle(std::move(oldest->second));
+      recycle(std::move(oldest->second.bytes));
       cache_.erase(oldest);
     }
     cache_order_.pop_front();
@@ -290,7 +362,10 @@ int64_t TarMemberReader::pipe_restarts() const {
 uint64_t TarMemberReader::pipe_bytes_streamed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t total = pipe_bytes_closed_;
-  for (const PipeShard& pipe : pipes_) total += pipe.input ? pipe.input->position() : 0;
+  for (const PipeShard& pipe : pipes_) {
+    total += pipe.input ? pipe.input->position() : 0;
+    total += pipe.samples ? pipe.samples->position() : 0;
+  }
   return total;
 }
 

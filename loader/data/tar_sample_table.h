@@ -22,6 +22,11 @@
 
 namespace ringloader::data {
 
+// The offset of a sample its index gave no place for (a counts-only index,
+// tar_manifest.h): a worker finds it as the k-th sample of its shard by
+// streaming the shard (tar_sample_stream.h), and reads its label there.
+inline constexpr uint64_t kUnplacedOffset = UINT64_MAX;
+
 // One sample, copied out of the table.
 struct TarSample {
   int32_t shard = 0;        // index into TarIndex::shards
@@ -29,6 +34,8 @@ struct TarSample {
   uint64_t size = 0;
   int64_t label = -1;       // from <key>.cls; -1 without one
   std::string image_name;   // the image member's name, for messages
+
+  bool placed() const { return offset != kUnplacedOffset; }
 };
 
 // Layout (all little-endian host words, every column 8-byte aligned):

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_walk.h"
 
+#include <utility>
+
 #include "loader/data/tar_format.h"
 #include "ringloader/errors.h"
 
@@ -56,26 +58,30 @@ const char* type_name(char flag) {
 
 }  // namespace
 
-void walk_tar(ShardInput& input, const std::string& shard,
-              const std::function<bool(const std::string&)>& want_data,
-              const std::function<void(TarMember&&)>& on_file, bool* saw_end) {
-  if (saw_end) *saw_end = false;
+TarCursor::TarCursor(ShardInput& input, std::string shard)
+    : input_(input), shard_(std::move(shard)) {}
+
+bool TarCursor::next(TarMember& member,
+                     const std::function<bool(const std::string&)>& want_data) {
   std::string long_name;  // from a GNU 'L' member, for the next header
   std::string pax_path;   // from a pax 'x' member, for the next header
   int64_t pax_size = -1;  // likewise
-  std::string last_member = "(start of archive)";
   uint8_t block[kTarBlock];
   for (;;) {
-    size_t got = input.read(block, kTarBlock);
-    if (got == 0) return;  // end without the two zero blocks: tolerated, like tarfile
+    if (ended_) return false;
+    size_t got = input_.read(block, kTarBlock);
+    if (got == 0) {  // end without the two zero blocks: tolerated, like tarfile
+      ended_ = true;
+      return false;
+    }
     if (got < kTarBlock) {
-      throw IoError("ringloader: shard " + shard + " is truncated after member '" +
-                    last_member + "'");
+      throw IoError("ringloader: shard " + shard_ + " is truncated after member '" +
+                    last_member_ + "'");
     }
     TarHeader header;
-    if (parse_tar_header(block, shard, header) == TarBlockKind::kZero) {
-      if (saw_end) *saw_end = true;
-      return;
+    if (parse_tar_header(block, shard_, header) == TarBlockKind::kZero) {
+      ended_ = saw_end_ = true;
+      return false;
     }
     std::string name = !pax_path.empty() ? pax_path
                        : !long_name.empty() ? long_name : header.name;
@@ -88,48 +94,55 @@ void walk_tar(ShardInput& input, const std::string& shard,
       case TarEntryType::kGnuLongLink:
       case TarEntryType::kPaxGlobal: {
         if (header.size > kMaxMetadataBytes) {
-          throw IoError("ringloader: shard " + shard + ": metadata member after '" +
-                        last_member + "' is " + std::to_string(header.size) +
-                        " bytes");
+          throw IoError("ringloader: shard " + shard_ + ": metadata member after '" +
+                        last_member_ + "' is " + std::to_string(header.size) + " bytes");
         }
-        std::string data = read_data(input, header.size, shard, header.name);
+        std::string data = read_data(input_, header.size, shard_, header.name);
         if (header.type == TarEntryType::kGnuLongName) {
           long_name = data.substr(0, data.find('\0'));
         } else if (header.type == TarEntryType::kPaxHeader) {
-          auto records = parse_pax_records(data, shard);
+          auto records = parse_pax_records(data, shard_);
           if (records.count("path")) pax_path = records["path"];
           // "size" overrides the next header's (files of 8 GiB and more).
-          if (records.count("size")) pax_size = parse_pax_size(records["size"], shard);
+          if (records.count("size")) pax_size = parse_pax_size(records["size"], shard_);
         }
         continue;
       }
       case TarEntryType::kDirectory:
-        skip_data(input, header.size, shard, name);
-        break;
+        skip_data(input_, header.size, shard_, name);
+        last_member_ = name;
+        long_name.clear();
+        pax_path.clear();
+        pax_size = -1;
+        continue;
       case TarEntryType::kUnsupported:
-        throw IoError("ringloader: shard " + shard + ": member '" + name + "' is " +
+        throw IoError("ringloader: shard " + shard_ + ": member '" + name + "' is " +
                       type_name(header.type_flag) + " (type '" +
                       std::string(1, header.type_flag) +
                       "'); tar shards hold regular files only");
-      case TarEntryType::kFile: {
-        TarMember member;
+      case TarEntryType::kFile:
         member.name = name;
-        member.offset = input.position();
+        member.offset = input_.position();
         member.size = header.size;
+        member.data.clear();
         if (want_data(name)) {
-          member.data = read_data(input, header.size, shard, name);
+          member.data = read_data(input_, header.size, shard_, name);
         } else {
-          skip_data(input, header.size, shard, name);
+          skip_data(input_, header.size, shard_, name);
         }
-        on_file(std::move(member));
-        break;
-      }
+        last_member_ = std::move(name);
+        return true;
     }
-    last_member = name;
-    long_name.clear();
-    pax_path.clear();
-    pax_size = -1;
   }
+}
+
+void walk_tar(ShardInput& input, const std::string& shard,
+              const std::function<bool(const std::string&)>& want_data,
+              const std::function<void(TarMember&&)>& on_file, bool* saw_end) {
+  TarCursor cursor(input, shard);
+  TarMember member;
+  while (cursor.next(member, want_data)) on_file(std::move(member));
+  if (saw_end) *saw_end = cursor.saw_end();
 }
 
 }  // namespace ringloader::data

@@ -25,6 +25,25 @@ struct TarMember {
 // or shard cut short (truncated), a failed pipe: command.
 // `saw_end` (optional) tells whether the archive ended with its zero block
 // rather than just stopping between two members (which is tolerated).
+// The same walk, pulled one member at a time: a worker that streams a
+// shard to its k-th sample stops there and goes on from there later.
+// Not thread-safe; `input` must outlive it.
+class TarCursor {
+ public:
+  TarCursor(ShardInput& input, std::string shard);
+  // The next regular file, its data read when want_data(name) says so
+  // (else skipped). False at the end of the archive. Throws as walk_tar.
+  bool next(TarMember& member, const std::function<bool(const std::string&)>& want_data);
+  bool saw_end() const { return saw_end_; }
+
+ private:
+  ShardInput& input_;
+  std::string shard_;
+  std::string last_member_ = "(start of archive)";
+  bool ended_ = false;
+  bool saw_end_ = false;
+};
+
 void walk_tar(ShardInput& input, const std::string& shard,
               const std::function<bool(const std::string&)>& want_data,
               const std::function<void(TarMember&&)>& on_file,

@@ -157,4 +157,16 @@ std::string check_awaited_state(uint32_t slot_count, uint64_t batch_id, uint32_t
   return violation(slot, batch_id, "state", hex, expected);
 }
 
+std::string fit_error_text(const std::string& text) {
+  constexpr size_t kFits = kErrorTextBytes - 1;
+  if (text.size() <= kFits) return text;
+  static const std::string kElided = " [...] ";
+  auto continuation = [&](size_t i) { return (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80; };
+  size_t head = (kFits - kElided.size()) / 3;
+  while (head > 0 && continuation(head)) --head;
+  size_t tail = text.size() - (kFits - kElided.size() - head);
+  while (tail < text.size() && continuation(tail)) ++tail;
+  return text.substr(0, head) + kElided + text.substr(tail);
+}
+
 }  // namespace ringloader::ring

@@ -45,6 +45,12 @@ struct FailedSlot {
 };
 FailedSlot read_failed_slot(const Ring& ring, uint64_t batch_id);
 
+// `text` as it fits a slot's error record (kErrorTextBytes - 1 bytes): a
+// longer one keeps its head (which batch and sample) and its tail (the
+// reason, which comes last), eliding the middle (usually a long path or
+// pipe: command named twice). Cuts fall between UTF-8 characters.
+std::string fit_error_text(const std::string& text);
+
 // The slot's filler word when it names a worker of this ring, else -1.
 int32_t read_filler(const Ring& ring, uint32_t slot);
 

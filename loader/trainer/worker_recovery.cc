@@ -9,6 +9,7 @@
 #include <exception>
 
 #include "loader/ring/futex.h"
+#include "loader/ring/slot_validation.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::trainer {
@@ -266,9 +267,8 @@ bool WorkerRecovery::fail_if_given_up(uint64_t batch_id) {
   slot.sample_count = 0;
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kOther);
   slot.error_sample = -1;
-  size_t n = std::min(found->second.size(), ring::kErrorTextBytes - 1);
-  std::memcpy(slot.error_text, found->second.data(), n);
-  slot.error_text[n] = '\0';
+  const std::string text = ring::fit_error_text(found->second);
+  std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
   slot.filler.store(-1, std::memory_order_relaxed);
   given_up_.erase(found);
   protocol_.publish(batch_id, ring::kFailed);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "loader/ring/futex.h"
+#include "loader/ring/slot_validation.h"
 #include "ringloader/errors.h"
 #include "ringloader/random.h"
 
@@ -233,9 +234,8 @@ void BatchFiller::record_failure(ring::SlotControl& slot,
   if (text.find("sample " + std::to_string(failure.sample)) == std::string::npos) {
     text = source_.describe(failure.sample) + ": " + text;
   }
-  size_t n = std::min(text.size(), ring::kErrorTextBytes - 1);
-  std::memcpy(slot.error_text, text.data(), n);
-  slot.error_text[n] = '\0';
+  text = ring::fit_error_text(text);
+  std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
 }
 
 }  // namespace ringloader::worker

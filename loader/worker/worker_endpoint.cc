@@ -11,6 +11,7 @@
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/ring.h"
+#include "loader/ring/slot_validation.h"
 #include "loader/ring/slot_protocol.h"
 #include "loader/worker/claim_loop.h"
 #include "ringloader/external.h"
@@ -105,7 +106,7 @@ void WorkerEndpoint::fail(const Task& task, int64_t sample, const std::string& m
   slot.sample_count = 0;
   slot.error_kind = static_cast<uint32_t>(ring::ErrorKind::kOther);
   slot.error_sample = sample;
-  std::string text = message.substr(0, ring::kErrorTextBytes - 1);
+  const std::string text = ring::fit_error_text(message);
   std::memcpy(slot.error_text, text.c_str(), text.size() + 1);
   state_->protocol->publish(task.batch_id, ring::kFailed);
   state_->control->current_batch.store(ring::kNoBatch, std::memory_order_release);

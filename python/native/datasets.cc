@@ -51,14 +51,17 @@ void register_datasets(py::module_& module) {
         const TarMember m = d.tar_member(index);
         return py::make_tuple(m.shard, m.offset, m.size, m.label, m.name);
       })
-      // Its image bytes, read and checked as a worker reads them.
-      .def("tar_member_bytes", [](const Dataset& d, int64_t index) {
+      // (image bytes, label), read and checked as a worker reads them (a
+      // counts-only index's label comes from the shard).
+      .def("tar_sample_read", [](const Dataset& d, int64_t index) {
         std::vector<uint8_t> bytes;
+        int64_t label = -1;
         {
           py::gil_scoped_release release;
-          bytes = d.tar_member_bytes(index);
+          bytes = d.tar_member_bytes(index, &label);
         }
-        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        return py::make_tuple(
+            py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size()), label);
       })
       .def("classes", &Dataset::classes)
       .def("select", [](const Dataset& d, const std::vector<int64_t>& indices) {

@@ -7,6 +7,7 @@ and for use with any DataLoader); ``ringloader.DataLoader`` never calls
 ``__getitem__`` on them: workers decode and transform in C++.
 """
 import bisect as _bisect
+import itertools as _itertools
 import json
 import os
 
@@ -245,8 +246,13 @@ class TarShards(NativeDataset):
     Construction then reads it instead of every shard, so ``pipe:`` shards
     are first read by the workers. ``urls`` may be ``None`` to take the
     index's shard list. A corrupt index raises ``DataIOError``, one for
-    other shards or a plain wids index (counts only) ``OptionError``, a
-    stale one ``DataIOError`` naming the shard and "stale index". Without
+    other shards ``OptionError``, a stale one ``DataIOError`` naming the
+    shard and "stale index". A plain wids index (``"nsamples"`` per shard
+    only, as ``widsindex`` writes it) serves ``pipe:`` shards without a
+    cache: workers find each sample by streaming its shard, epochs and
+    ``state_dict`` are the full index's, ``counts_only`` is True and
+    ``targets`` raises ``OptionError`` (labels are read from the shards as
+    they stream; ``docs/tar_shards.md``, "A plain wids index"). Without
     an index, construction reads ``index_streams`` shards at once (Default:
     8): a ``pipe:`` download is usually limited per connection.
     """
@@ -284,6 +290,9 @@ class TarShards(NativeDataset):
         self.urls = description["shards"]
         self.shard_sizes = description["shard_sizes"]
         self._manifest = description.get("manifest")
+        self.counts_only = bool(description.get("unplaced"))
+        self._shard_ends = list(_itertools.accumulate(self.shard_sizes))
+        # Read on first use: a counts-only index raises OptionError there.
         self.targets = TargetList(handle)
 
     def __len__(self):
@@ -309,18 +318,29 @@ class TarShards(NativeDataset):
         self._set_handle(handle)
 
     def member_name(self, index):
-        """``"<shard> member <name>"``: where sample ``index`` lives."""
+        """``"<shard> member <name>"``: where sample ``index`` lives
+        (``"<shard> sample <k>"`` for a counts-only index, which names no
+        member)."""
+        if self.counts_only:
+            index = range(len(self))[index]  # IndexError as a list's
+            shard = _bisect.bisect_right(self._shard_ends, index)
+            first = self._shard_ends[shard - 1] if shard else 0
+            return f"{self.urls[shard]} sample {index - first}"
         shard, _, _, _, name = self._tar.tar_sample(index)
         return f"{shard} member {name}"
 
-    def _load_pil(self, index):
+    def __getitem__(self, index):
         import io
 
         from PIL import Image
         # Read as a worker reads it (TarMemberReader): a shard that changed
-        # since it was indexed is an error naming it, not another image.
-        data = self._tar.tar_member_bytes(index)
-        return Image.open(io.BytesIO(data)).convert(self.mode)
+        # since it was indexed is an error naming it, not another image; a
+        # counts-only index's label comes from the shard, as the worker's.
+        data, label = self._tar.tar_sample_read(index)
+        image = Image.open(io.BytesIO(data)).convert(self.mode)
+        if self.transform is not None:
+            image = _torchvision_equivalent(self.transform)(image)
+        return image, label
 
 
 def _read_list(path):

@@ -16,65 +16,15 @@
 #include "tests/unit/data/tar_index_contents.h"
 #include "loader/data/tar_manifest.h"
 #include "loader/data/tar_member_reader.h"
-#include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
-#include "tests/unit/temp_dir_test.h"
+#include "tests/unit/data/tar_shard_fixture.h"
 
 namespace ringloader::data {
 namespace {
 
 using nlohmann::json;
 
-class TarManifestTest : public TempDirTest {
- protected:
-  // <key>.jpg holds "<tag><n>" padded to a varying size; <key>.cls n % 7.
-  std::string make_shard(const std::string& name, int first, int count,
-                         const std::string& tag = "img") {
-    std::string path = dir_ + "/" + name;
-    TarWriter writer(path);
-    for (int n = first; n < first + count; ++n) {
-      char key[16];
-      std::snprintf(key, sizeof(key), "%06d", n);
-      std::string image = tag + std::to_string(n) + std::string(n * 37 % 900, 'x');
-      std::string label = std::to_string(n % 7);
-      writer.add(std::string(key) + ".jpg", image.data(), image.size());
-      writer.add(std::string(key) + ".cls", label.data(), label.size());
-    }
-    writer.close();
-    return path;
-  }
-  // Indexes `urls` by reading them and writes the index to `name`.
-  std::string write_manifest(const std::vector<std::string>& urls,
-                             const std::string& name = "index.json") {
-    std::vector<uint64_t> sizes;
-    TarIndex index = index_tar_shards(urls, 0, {}, &sizes);
-    return write_json(tar_manifest_json(index, index.shards, sizes), name);
-  }
-  std::string write_json(const json& manifest, const std::string& name = "index.json") {
-    return write_text(manifest.dump(), name);
-  }
-  std::string write_text(const std::string& text, const std::string& name) {
-    std::string path = dir_ + "/" + name;
-    std::ofstream(path) << text;
-    return path;
-  }
-  static json read_json(const std::string& path) {
-    std::ifstream in(path);
-    return json::parse(in);
-  }
-  // The error load_tar_manifest throws, as "<type>: <message>".
-  static std::string load_error(const std::string& manifest,
-                                const std::vector<std::string>& urls = {}) {
-    try {
-      load_tar_manifest(manifest, urls, 0);
-    } catch (const OptionError& error) {
-      return std::string("OptionError: ") + error.what();
-    } catch (const IoError& error) {
-      return std::string("IoError: ") + error.what();
-    }
-    return "(no error)";
-  }
-};
+class TarManifestTest : public TarShardTest {};
 
 // The index without its "manifest" key: what reading the shards gives.
 json without_manifest(const TarIndex& index) { return index_contents(index); }
@@ -172,22 +122,6 @@ TEST_F(TarManifestTest, AManifestOfOtherShardsIsAnOptionError) {
       << error;
   EXPECT_NE(load_error(manifest, {dir_ + "/s-0.tar"}).find("the URLs give 1"),
             std::string::npos);
-}
-
-// Decided: a plain wids index has counts but no member offsets or labels;
-// ringloader needs both up front (any worker reads any sample), so it says
-// how to write the full index instead of reading every shard behind the
-// user's back.
-TEST_F(TarManifestTest, APlainWidsIndexSaysHowToWriteAFullOne) {
-  make_shard("s-0.tar", 0, 3);
-  json wids = {{"__kind__", "wids-shard-index-v1"}, {"wids_version", 1},
-               {"shardlist", {{{"url", "s-0.tar"}, {"nsamples", 3}}}}};
-  std::string path = write_json(wids, "wids.json");
-  EXPECT_EQ(load_error(path, {dir_ + "/s-0.tar"}),
-            "OptionError: ringloader: shard index " + path +
-                " holds sample counts only (a plain wids index), not ringloader's member "
-                "table; write ringloader's full index once with `ringloader-shard "
-                "--index-only INDEX.json URL...`");
 }
 
 TEST_F(TarManifestTest, ALocalShardOfAnotherSizeIsAStaleIndex) {

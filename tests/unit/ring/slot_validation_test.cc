@@ -87,6 +87,26 @@ TEST(SlotValidation, FailedSlotBoundsFillerKindAndText) {
   EXPECT_EQ(read_failed_slot(*ring, 2).filler, -1);
 }
 
+// A long message (a pipe: command named twice) keeps what failed and why:
+// the reason comes last, so a head-only cut would lose it.
+TEST(SlotValidation, ALongErrorKeepsItsHeadAndItsReason) {
+  const std::string where = "batch 3 of epoch 0: sample 15 (";
+  const std::string reason = "): stale index: it counts 6 samples, the shard holds 5";
+  const std::string middle(600, 'p');
+  const std::string fitted = fit_error_text(where + middle + reason);
+  EXPECT_EQ(fitted.size(), kErrorTextBytes - 1);
+  EXPECT_EQ(fitted.rfind(where, 0), 0u) << fitted;
+  EXPECT_EQ(fitted.substr(fitted.size() - reason.size()), reason) << fitted;
+  EXPECT_NE(fitted.find(" [...] "), std::string::npos);
+  EXPECT_EQ(fit_error_text("short"), "short");
+  // Cuts fall between characters: two-byte ones everywhere stay whole.
+  std::string accents;
+  for (int i = 0; i < 400; ++i) accents += "\xc3\xa9";
+  const std::string cut = fit_error_text(accents);
+  EXPECT_LE(cut.size(), kErrorTextBytes - 1);
+  EXPECT_EQ(sanitize_text(cut.c_str(), cut.size() + 1), cut);
+}
+
 TEST(SlotValidation, TextIsPrintableUtf8) {
   const char text[] = "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80|\xc0\xaf|\xed\xa0\x80|\xf4\x90\x80\x80|"
                       "\xe2\x82|\x1b[2J\x7f\ttab";
