@@ -17,6 +17,11 @@ inline uint64_t tar_padded(uint64_t size) {
   return (size + kTarBlock - 1) / kTarBlock * kTarBlock;
 }
 
+// The most bytes of one member read into memory (an image, a label). A
+// header may claim up to 8 GiB (pax: any size); a corrupt or hostile one
+// must be a named error, not an allocation that takes the process down.
+constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;
+
 enum class TarEntryType {
   kFile,          // '0' or NUL: a regular file
   kDirectory,     // '5': skipped

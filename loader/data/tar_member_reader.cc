@@ -29,6 +29,12 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
 
 int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   const TarSample sample = checked_sample(index);
+  if (sample.placed() && sample.size > kMaxMemberBytes) {
+    throw IoError("ringloader: shard " + index_.shards[sample.shard] + ": member '" +
+                  sample.image_name + "' is " + std::to_string(sample.size) +
+                  " bytes, more than the " + std::to_string(kMaxMemberBytes) +
+                  " ringloader reads of one member");
+  }
   const std::string& url = index_.shards[sample.shard];
   const bool cached = shard_cache_ && shard_cache_->caches(url);
   if (!sample.placed()) {

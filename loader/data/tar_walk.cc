@@ -126,6 +126,11 @@ bool TarCursor::next(TarMember& member,
         member.size = header.size;
         member.data.clear();
         if (want_data(name)) {
+          if (header.size > kMaxMemberBytes) {
+            throw IoError("ringloader: shard " + shard_ + ": member '" + name + "' is " +
+                          std::to_string(header.size) + " bytes, more than the " +
+                          std::to_string(kMaxMemberBytes) + " ringloader reads of one member");
+          }
           member.data = read_data(input_, header.size, shard_, name);
         } else {
           skip_data(input_, header.size, shard_, name);

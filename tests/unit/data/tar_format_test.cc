@@ -170,6 +170,20 @@ TEST_F(TarFormatTest, TruncatedShardNamesTheMember) {
   EXPECT_NE(error.find("truncated after member '000000.jpg'"), std::string::npos) << error;
 }
 
+// A header claiming a member of 2 GiB (a corrupt or hostile shard) is an
+// error naming it before anything is allocated for its bytes.
+TEST_F(TarFormatTest, AMemberTooLargeToReadIsNamedNotAllocated) {
+  {
+    std::ofstream out(dir_ + "/huge.tar", std::ios::binary);
+    uint8_t block[kTarBlock];
+    make_tar_header("000000.cls", uint64_t{2} << 30, '0', block);
+    out.write(reinterpret_cast<const char*>(block), sizeof block);
+  }
+  EXPECT_EQ(error_of(dir_ + "/huge.tar"),
+            "ringloader: shard " + dir_ + "/huge.tar: member '000000.cls' is 2147483648 bytes, "
+            "more than the 1073741824 ringloader reads of one member");
+}
+
 TEST_F(TarFormatTest, LinksAreRefusedByName) {
   write_file("src/000000.jpg", "x");
   ASSERT_EQ(symlink("000000.jpg", (dir_ + "/src/000001.jpg").c_str()), 0);
