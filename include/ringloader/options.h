@@ -153,4 +153,11 @@ struct RINGLOADER_EXPORT LoaderOptions {
   std::vector<double> device_normalize_std;
 };
 
+// The ring_slots a Loader picks when `options.ring_slots` is 0, for slots of
+// `slot_bytes` bytes (the rule under ring_slots above; 0 bytes: no budget
+// limit). Python's loader of Python datasets sizes its ring with it too.
+// Thread-safe: reads only the options and the machine's core count and
+// memory size.
+RINGLOADER_EXPORT int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes);
+
 }  // namespace ringloader

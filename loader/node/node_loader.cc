@@ -103,7 +103,7 @@ LoaderOptions node_loader_options(LoaderOptions options, const NodeOptions& node
     // lanes' READY slots do.
     const int ahead = options.ring_slots > 0
                           ? options.ring_slots
-                          : std::min(trainer::automatic_ring_slots(options, slot_bytes),
+                          : std::min(automatic_ring_slots(options, slot_bytes),
                                      trainer::worker_capacity(options) + 2);
     options.ring_slots = ahead + node.trainers * node.lane_slots;
   }

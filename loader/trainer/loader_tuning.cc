@@ -13,7 +13,7 @@ void Loader::Impl::size_ring() {
   if (options_.ring_slots != 0) return;
   const uint64_t slot_bytes =
       static_cast<uint64_t>(options_.batch_size) * (shape_.bytes() + 2 * sizeof(int64_t));
-  options_.ring_slots = trainer::automatic_ring_slots(options_, slot_bytes);
+  options_.ring_slots = automatic_ring_slots(options_, slot_bytes);
 }
 
 void Loader::Impl::after_batch(const Batch& batch) {

@@ -26,8 +26,12 @@ int worker_capacity(const LoaderOptions& options) {
   return cores > 0 ? static_cast<int>(cores) : 1;
 }
 
+}  // namespace ringloader::trainer
+
+namespace ringloader {
+
 int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes) {
-  const int workers = options.num_workers == 0 ? 0 : worker_capacity(options);
+  const int workers = options.num_workers == 0 ? 0 : trainer::worker_capacity(options);
   // Two slots per worker, the trainer's held batch among them: as deep as
   // torch's prefetch_factor=2, and docs/peers.md ("Ring depth") measures
   // what a deeper ring buys (<= 2.5% with a consumer at the workers' pace)
@@ -35,9 +39,9 @@ int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes) {
   const int wanted = std::max(4, 2 * workers);
   const uint64_t budget = options.ring_memory_budget_bytes > 0
                               ? options.ring_memory_budget_bytes
-                              : quarter_of_memory();
+                              : trainer::quarter_of_memory();
   const uint64_t fit = slot_bytes > 0 ? budget / slot_bytes : uint64_t(wanted);
   return static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(wanted, fit)));
 }
 
-}  // namespace ringloader::trainer
+}  // namespace ringloader

@@ -13,8 +13,7 @@ namespace ringloader::trainer {
 // kAutoWorkers max_auto_workers (0: the online cores), at least 1.
 int worker_capacity(const LoaderOptions& options);
 
-// ring_slots = 0: max(4, 2 * capacity), lowered (to 2 at least) until
-// slots x slot_bytes fits the budget (0: a quarter of physical memory).
-int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes);
+// The automatic ring_slots is public: ringloader::automatic_ring_slots
+// (options.h), defined in ring_sizing.cc.
 
 }  // namespace ringloader::trainer

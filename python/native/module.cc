@@ -228,6 +228,11 @@ PYBIND11_MODULE(_ringloader, module) {
   // The loader option table (loader/trainer/option_specs.cc) as JSON:
   // DataLoader and NodeLoader take their defaults from it.
   module.def("loader_option_specs", [] { return loader_option_specs_json().dump(); });
+  // The C++ Loader's automatic ring_slots, so that a loader of Python
+  // datasets sizes its ring by the same rule (_python_workers.py).
+  module.def("automatic_ring_slots", [](const py::dict& options, uint64_t slot_bytes) {
+    return automatic_ring_slots(options_from_dict(options), slot_bytes);
+  });
   module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
                                      int height, int width) {
     SampleShape shape = pipeline_from_json(pipeline).output_shape(

@@ -326,18 +326,10 @@ class PythonWorkers:
                 f"{_MAX_SAMPLE_BYTES}; lower it")
         options = dict(self.options, pin_memory=False)
         if options.get("ring_slots", 0) == 0:
-            options["ring_slots"] = _automatic_slots(options, fixed)
+            # The C++ loader's rule, from the bytes a slot is known to use
+            # (the encoded part is virtual until written).
+            options["ring_slots"] = _ringloader.automatic_ring_slots(options, fixed)
         return sample_bytes, options
-
-
-def _automatic_slots(options, fixed_slot_bytes):
-    """The C++ loader's automatic slot count (ring_sizing.cc), from the
-    bytes a slot is known to use: two per worker (4 at least), within the
-    ring memory budget (Default: a quarter of physical memory)."""
-    wanted = max(4, 2 * max(1, options["num_workers"]))
-    budget = options.get("ring_memory_budget_bytes", 0) or \
-        os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
-    return max(2, min(wanted, budget // max(1, fixed_slot_bytes)))
 
 
 def _raise_probe_error(reply):
