@@ -213,12 +213,26 @@ PYBIND11_MODULE(_ringloader, module) {
     // that its description names.
     py::gil_scoped_release release;  // pipe: shards stream while indexing
     return Dataset::tar_shards(urls, options);
-  }, py::arg("urls"), py::arg("shuffle_buffer") = 1000, py::arg("mode") = "RGB",
+  }, py::arg("urls"), py::arg("shuffle_buffer") = TarShardOptions{}.shuffle_buffer,
+     py::arg("mode") = "RGB",
      py::arg("cache_dir") = "", py::arg("cache_limit_bytes") = TarShardOptions{}.cache_limit_bytes,
      py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,
-     py::arg("cache_local") = false,
+     py::arg("cache_local") = TarShardOptions{}.cache_local,
      py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts,
      py::arg("index") = "", py::arg("index_streams") = TarShardOptions{}.index_streams);
+  // TarShardOptions' defaults, declared once in dataset.h: TarShards'
+  // keyword defaults are read from here (datasets.py).
+  module.def("tar_shard_defaults", [] {
+    const TarShardOptions defaults;
+    py::dict out;
+    out["shuffle_buffer"] = defaults.shuffle_buffer;
+    out["cache_limit_bytes"] = defaults.cache_limit_bytes;
+    out["prefetch_shards"] = defaults.prefetch_shards;
+    out["cache_local"] = defaults.cache_local;
+    out["fetch_attempts"] = defaults.fetch_attempts;
+    out["index_streams"] = defaults.index_streams;
+    return out;
+  });
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {
     return Dataset::idx(images, labels).to_json().dump();
   });

@@ -21,6 +21,7 @@ when the dataset was a candidate.
 import torch
 
 from . import _ringloader
+from ._tensor_rows import subset_index
 
 _TYPES = {torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
           torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
@@ -128,11 +129,11 @@ def _leaf_tensors(dataset):
 
 
 def _subset_index(indices, size):
-    # Every level reads index i as torch's t[i] does: -size <= i < size.
-    index = torch.as_tensor(list(indices), dtype=torch.int64)
-    if index.numel() and (int(index.min()) < -size or int(index.max()) >= size):
+    # Every level reads index i as torch's t[i] does (the workers' rule).
+    index = subset_index(indices, size)
+    if index is None:
         raise NotRows("a Subset index is outside its dataset (torch raises at that sample)")
-    return torch.where(index < 0, index + size, index)
+    return index
 
 
 def _checked(tensors):

@@ -75,15 +75,25 @@ def _resolve(dataset):
         inner = _resolve(dataset.dataset)
         if inner is None:
             return None
-        indices = torch.as_tensor(list(dataset.indices), dtype=torch.int64)
-        size = len(dataset.dataset)
-        if indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size):
-            return None  # the per-sample path decides what such indices mean
+        indices = subset_index(dataset.indices, len(dataset.dataset))
+        if indices is None:
+            return None  # the per-sample path raises what torch raises
         mapped = inner.map[indices] if inner.map is not None else indices
         return Rows(inner.parts, inner.ends, mapped)
     if isinstance(dataset, ConcatDataset) and kind.__getitem__ is ConcatDataset.__getitem__:
         return _concat([_resolve(d) for d in dataset.datasets])
     return None
+
+
+def subset_index(indices, size):
+    """A Subset's indices as rows of its dataset, each read as torch's
+    ``t[i]`` reads it (-size <= i < size, negative ones from the end); None
+    when one is outside (torch raises at that sample). The trainer's native
+    rows (_native_rows.py) read Subsets by the same rule."""
+    index = torch.as_tensor(list(indices), dtype=torch.int64)
+    if index.numel() and (int(index.min()) < -size or int(index.max()) >= size):
+        return None
+    return torch.where(index < 0, index + size, index)
 
 
 def _concat(children):

@@ -213,6 +213,10 @@ class FashionMNIST(IdxDataset):
                          transform, target_transform)
 
 
+# TarShardOptions' defaults (include/ringloader/dataset.h), declared once.
+_TAR_DEFAULTS = _ringloader.tar_shard_defaults()
+
+
 class TarShards(NativeDataset):
     """WebDataset-style tar shards: ``000123.jpg`` + ``000123.cls`` is one
     sample (label = the integer text of ``.cls``, -1 without one).
@@ -260,9 +264,12 @@ class TarShards(NativeDataset):
     ringloader_native_shuffle = True
 
     def __init__(self, urls, transform=None, target_transform=None,
-                 shuffle_buffer=1000, mode="RGB", *, cache_dir=None,
-                 cache_limit_bytes=16 << 30, prefetch_shards=2, cache_local=False,
-                 fetch_attempts=3, index=None, index_streams=8):
+                 shuffle_buffer=_TAR_DEFAULTS["shuffle_buffer"], mode="RGB", *, cache_dir=None,
+                 cache_limit_bytes=_TAR_DEFAULTS["cache_limit_bytes"],
+                 prefetch_shards=_TAR_DEFAULTS["prefetch_shards"],
+                 cache_local=_TAR_DEFAULTS["cache_local"],
+                 fetch_attempts=_TAR_DEFAULTS["fetch_attempts"], index=None,
+                 index_streams=_TAR_DEFAULTS["index_streams"]):
         if urls is None:
             urls = []
         elif isinstance(urls, (str, os.PathLike)):

@@ -65,11 +65,14 @@ def test_concat_of_tensor_datasets_and_subsets():
     mixed = ConcatDataset([Subset(a, [5, 3, 60, 1]), b, Subset(ConcatDataset([b, a]), [0, 100, 44])])
     assert_same_batches(mixed, batch_size=3)
     assert_same_batches(Subset(mixed, [10, 0, 50, 3]), batch_size=2)
+    assert_same_batches(Subset(mixed, [-1, 0, -50, 3, -7]), batch_size=2)
 
 
 def test_which_datasets_are_gathered():
     a = TensorDataset(*tensors(2, 20, 8))
-    gathered = [a, Subset(a, [1, 2]), ConcatDataset([a, Subset(a, [3])])]
+    # Negative Subset indices read as torch's t[i] (the trainer's native
+    # rows read them so too).
+    gathered = [a, Subset(a, [1, 2]), ConcatDataset([a, Subset(a, [3])]), Subset(a, [-1, -20])]
     for dataset in gathered:
         assert rows_of(dataset, BatchStructure(dataset[0])) is not None
 
@@ -79,7 +82,7 @@ def test_which_datasets_are_gathered():
 
     other = TensorDataset(torch.zeros(20, 3, 4, dtype=torch.float64), a.tensors[1])
     sparse = TensorDataset(a.tensors[0].to_sparse(), a.tensors[1])
-    kept = [Noisy(*a.tensors), ConcatDataset([a, other]), Subset(a, [-1]),
+    kept = [Noisy(*a.tensors), ConcatDataset([a, other]), Subset(a, [-21]), Subset(a, [20]),
             ConcatDataset([a, Noisy(*a.tensors)]), sparse]
     for dataset in kept:
         assert rows_of(dataset, BatchStructure(a[0])) is None
