@@ -7,30 +7,23 @@ named "stale index" error, and what needs labels up front says how to write
 the full index."""
 import json
 import re
-import subprocess
 
 import pytest
 import torch
 
 import ringloader
-from conftest import write_image_folder
 from ringloader import transforms as T
-from test_shard_reencode import tool
-from test_tar_shards import batches, write_shards
+from test_tar_shard_index import indexed  # noqa: F401 (a fixture)
+from test_tar_shards import batches
 
 PIPELINE = T.Compose([T.RandomResizedCrop(8), T.ToTensor()])
 
 
 @pytest.fixture
-def counted(tmp_path):
+def counted(indexed, tmp_path):
     """pipe: shards that count their reads, their full index and a plain
     wids index of the same shards (counts only, as widsindex writes)."""
-    folder = write_image_folder(str(tmp_path / "images"), classes=3, per_class=7, ext="jpg")
-    write_shards(folder, str(tmp_path / "shards"), per_shard=5)
-    runs = tmp_path / "runs"
-    urls = f"pipe:echo >> {runs}; cat {tmp_path}/shards/shard-{{000..004}}.tar"
-    full = str(tmp_path / "index.json")
-    subprocess.run([tool(), "--index-only", full, urls], check=True, stdout=subprocess.DEVNULL)
+    urls, full, runs = indexed
     with open(full) as f:
         manifest = json.load(f)
     wids = {"__kind__": "wids-shard-index-v1", "wids_version": 1,
