@@ -90,7 +90,12 @@ class ManifestReader {
   // (tar_member_reader.h), which a pipe: shard read without a cache is.
   void check_counted_shard(const std::string& url, const ShardCacheOptions& cache) const {
     std::string why;
-    if (!is_pipe_url(url)) {
+    if (!is_pipe_url(url) && url.find("://") != std::string::npos) {
+      // WebDataset opens http(s) URLs with curl itself; here the index
+      // must name the command, as the URLs given to TarShards do.
+      why = "shard " + url + " is not a pipe: command (list it as one in the index, e.g. "
+            "\"pipe:curl -sfL " + url + "\", or ";
+    } else if (!is_pipe_url(url)) {
       why = "shard " + url + " is a local file (local shards are indexed from their headers "
             "in moments: leave out the index, or ";
     } else if (cache.enabled()) {

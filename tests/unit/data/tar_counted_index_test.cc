@@ -105,6 +105,13 @@ TEST_F(TarCountedIndexTest, LocalShardsAndTheShardCacheSayHowToWriteAFullIndex) 
                 "streamed without a cache, but shard " + local +
                 " is a local file (local shards are indexed from their headers in moments: "
                 "leave out the index, or " + how);
+  const std::string remote = "https://example.org/s-0.tar";
+  const std::string web = write_counts({remote}, {3}, "web.json");
+  EXPECT_EQ(load_error(web),
+            "OptionError: ringloader: shard index " + web +
+                " holds sample counts only (a plain wids index), which serves pipe: shards "
+                "streamed without a cache, but shard " + remote + " is not a pipe: command "
+                "(list it as one in the index, e.g. \"pipe:curl -sfL " + remote + "\", or " + how);
   const std::string piped = write_counts({"pipe:cat " + local}, {3}, "piped.json");
   ShardCacheOptions cache;
   cache.dir = dir_ + "/cache";
