@@ -17,7 +17,6 @@
 #   scripts/fuzz.sh                         every harness, CI's run
 #   scripts/fuzz.sh --long fuzz_decode_png  ten minutes of one harness
 set -euo pipefail
-set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-fuzz
 LONG=0
@@ -29,11 +28,11 @@ RUNS_PERCENT=${FUZZ_RUNS:-100}
 declare -A RUNS=([fuzz_decode_jpeg]=500000 [fuzz_decode_png]=1000000
                  [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=800000
                  [fuzz_pipeline_json]=500000 [fuzz_lane_protocol]=120000
-                 [fuzz_slot_protocol]=100000)
+                 [fuzz_slot_protocol]=100000 [fuzz_tar_shard]=300000)
 HARNESSES=("$@")
 if [ ${#HARNESSES[@]} -eq 0 ]; then
   HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json
-             fuzz_lane_protocol fuzz_slot_protocol)
+             fuzz_lane_protocol fuzz_slot_protocol fuzz_tar_shard)
 fi
 GENERATOR=()
 # Line tables are all a sanitizer's stack trace needs, and -O1 keeps
@@ -55,7 +54,6 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 for harness in "${HARNESSES[@]}"; do
   name=${harness#fuzz_}
   seeds="$BUILD/seeds/${name#decode_}"
-  mkdir -p "$seeds"  # a harness without seed files (fuzz_lane_protocol) starts empty
   mkdir -p "$seeds"  # harnesses without seed files (fuzz_lane_protocol) start empty
   corpus="$BUILD/corpus/$name"
   regressions="tests/fuzz/regressions/$harness"

@@ -67,6 +67,34 @@ def slot_scripts(out):
             f.write(rng.integers(0, 256, size=size, dtype=np.uint8).tobytes())
 
 
+def tar_shards(out):
+    """fuzz_tar_shard: small shards from Python's tarfile in each format
+    (ustar, GNU long names, pax), with labels, extra members, a directory
+    and a sample without an image, so mutations start from real headers."""
+    import tarfile
+    os.makedirs(out, exist_ok=True)
+    members = [("000000.jpg", b"\xff\xd8jpeg"), ("000000.cls", b"3\n"),
+               ("000001.cls", b"-1"), ("000001.png", b"png-bytes"), ("000001.json", b"{}"),
+               ("d/" + "long" * 40 + ".webp", b"webp"), ("000002.seg.png", b"mask"),
+               ("000003.txt", b"no image")]
+    formats = {"ustar": tarfile.USTAR_FORMAT, "gnu": tarfile.GNU_FORMAT,
+               "pax": tarfile.PAX_FORMAT}
+    for name, fmt in formats.items():
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=fmt) as tar:
+            directory = tarfile.TarInfo("d")
+            directory.type = tarfile.DIRTYPE
+            tar.addfile(directory)
+            for member, data in members:
+                if fmt == tarfile.USTAR_FORMAT and len(member) > 100:
+                    continue
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        with open(os.path.join(out, f"seed-{name}.tar"), "wb") as f:
+            f.write(buffer.getvalue())
+
+
 if __name__ == "__main__":
     root = sys.argv[1]
     images(os.path.join(root, "jpeg"), "JPEG", quality=80)
@@ -75,3 +103,4 @@ if __name__ == "__main__":
     images(os.path.join(root, "gif"), "GIF")
     pipelines(os.path.join(root, "pipeline_json"))
     slot_scripts(os.path.join(root, "slot_protocol"))
+    tar_shards(os.path.join(root, "tar_shard"))

@@ -133,7 +133,10 @@ void sort_and_filter(ClassFolder& folder, const FolderScanOptions& options) {
   std::sort(folder.folders.begin(), folder.folders.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   folder.files = 0;
-  for (auto& [path, listing] : folder.folders) {
+  for (auto& entry : folder.folders) {
+    // A named reference, not a structured binding: lambdas may capture
+    // those only from C++20 on, and clang holds C++17 to that.
+    auto& listing = entry.second;
     auto& files = listing.files;
     files.erase(std::remove_if(files.begin(), files.end(),
                                [&](const auto& span) { return !wanted(listing.at(span), options); }),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_walk.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "loader/data/tar_format.h"
@@ -12,10 +13,21 @@ namespace {
 constexpr uint64_t kMaxMetadataBytes = 1 << 20;  // long names, pax records
 
 // Reads a member's data (exactly size bytes) and moves past its padding.
+// Memory follows the bytes that arrive, not the size the header claims: a
+// shard cut short (or lying) costs what it holds.
 std::string read_data(ShardInput& input, uint64_t size, const std::string& shard,
                       const std::string& member) {
-  std::string data(static_cast<size_t>(size), '\0');
-  size_t got = input.read(reinterpret_cast<uint8_t*>(data.data()), data.size());
+  constexpr uint64_t kChunk = 1 << 20;
+  std::string data;
+  uint64_t got = 0;
+  while (got < size) {
+    const uint64_t want = std::min(kChunk, size - got);
+    data.resize(static_cast<size_t>(got + want));
+    const size_t read = input.read(reinterpret_cast<uint8_t*>(data.data()) + got, want);
+    got += read;
+    if (read < want) break;
+  }
+  data.resize(static_cast<size_t>(got));
   uint64_t padding = tar_padded(size) - size;
   if (got < size || input.skip(padding) < padding) {
     throw IoError("ringloader: shard " + shard + " is truncated in member '" +
