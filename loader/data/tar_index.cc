@@ -3,12 +3,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <exception>
 #include <thread>
 
 #include "loader/data/brace_expand.h"
-#include "loader/data/image_folder_scan.h"
 #include "loader/data/tar_format.h"
 #include "loader/data/tar_grouper.h"
 #include "loader/data/tar_walk.h"
