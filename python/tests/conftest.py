@@ -7,6 +7,8 @@ import sys
 import numpy as np
 import pytest
 
+from hang_watchdog import pytest_configure  # noqa: F401 (a hook: names a hung test)
+
 # The build tree's package (ctest sets PYTHONPATH; this helps direct runs).
 _BUILD = os.environ.get("RINGLOADER_BUILD_DIR",
                         os.path.join(os.path.dirname(__file__), "..", "..", "build"))
