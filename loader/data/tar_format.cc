@@ -73,6 +73,13 @@ void write_octal(uint64_t value, size_t digits, uint8_t* field) {
 
 }  // namespace
 
+void check_member_size(uint64_t size, const std::string& shard, const std::string& member) {
+  if (size <= kMaxMemberBytes) return;
+  throw IoError("ringloader: shard " + shard + ": member '" + member + "' is " +
+                std::to_string(size) + " bytes, more than the " +
+                std::to_string(kMaxMemberBytes) + " ringloader reads of one member");
+}
+
 TarBlockKind parse_tar_header(const uint8_t* block, const std::string& shard,
                               TarHeader& out) {
   if (std::all_of(block, block + kTarBlock, [](uint8_t b) { return b == 0; })) {

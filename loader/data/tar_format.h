@@ -22,6 +22,10 @@ inline uint64_t tar_padded(uint64_t size) {
 // must be a named error, not an allocation that takes the process down.
 constexpr uint64_t kMaxMemberBytes = uint64_t{1} << 30;
 
+// Throws IoError naming `shard`, `member` and `size` when size is over
+// kMaxMemberBytes; the walk and the worker's reader ask before allocating.
+void check_member_size(uint64_t size, const std::string& shard, const std::string& member);
+
 enum class TarEntryType {
   kFile,          // '0' or NUL: a regular file
   kDirectory,     // '5': skipped

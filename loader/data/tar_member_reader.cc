@@ -29,13 +29,8 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
 
 int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   const TarSample sample = checked_sample(index);
-  if (sample.placed() && sample.size > kMaxMemberBytes) {
-    throw IoError("ringloader: shard " + index_.shards[sample.shard] + ": member '" +
-                  sample.image_name + "' is " + std::to_string(sample.size) +
-                  " bytes, more than the " + std::to_string(kMaxMemberBytes) +
-                  " ringloader reads of one member");
-  }
   const std::string& url = index_.shards[sample.shard];
+  if (sample.placed()) check_member_size(sample.size, url, sample.image_name);
   const bool cached = shard_cache_ && shard_cache_->caches(url);
   if (!sample.placed()) {
     // load_tar_manifest lets counts-only shards be pipe: ones, uncached;
@@ -256,8 +251,7 @@ void TarMemberReader::stream_to_ordinal(PipeShard& pipe, int64_t ordinal, Groupe
     if (at == ordinal) return;
     std::vector<uint8_t> bytes = take_buffer(found.image.size());
     std::copy(found.image.begin(), found.image.end(), bytes.begin());
-    cache({shard, static_cast<uint64_t>(at)},
-          std::move(bytes), found.sample.label);
+    cache({shard, static_cast<uint64_t>(at)}, std::move(bytes), found.sample.label);
   }
 }
 

@@ -138,11 +138,7 @@ bool TarCursor::next(TarMember& member,
         member.size = header.size;
         member.data.clear();
         if (want_data(name)) {
-          if (header.size > kMaxMemberBytes) {
-            throw IoError("ringloader: shard " + shard_ + ": member '" + name + "' is " +
-                          std::to_string(header.size) + " bytes, more than the " +
-                          std::to_string(kMaxMemberBytes) + " ringloader reads of one member");
-          }
+          check_member_size(header.size, shard_, name);
           member.data = read_data(input_, header.size, shard_, name);
         } else {
           skip_data(input_, header.size, shard_, name);
