@@ -27,7 +27,7 @@ import time
 import pytest
 
 _DEFAULT_LIMIT_S = 300
-_MAX_TRACED = 8  # processes gdb attaches to: the trainer, zygote, workers
+_MAX_TRACED = 12  # processes gdb attaches to: the trainer, zygote, workers
 _POLL_S = 10  # how often an idle watchdog checks that pytest still lives
 
 
@@ -83,12 +83,14 @@ def _native_stacks(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             name = cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+        gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
                               "-ex", "thread apply all bt 30"],
-                             capture_output=True, text=True, timeout=90).stdout
+                             capture_output=True, text=True, timeout=90)
+        lines = [l for l in gdb.stdout.splitlines() if l.startswith(("#", "Thread"))]
+        # No frames: say why (ptrace refused, the process gone).
+        lines = lines or (gdb.stdout + gdb.stderr).splitlines()[-3:]
     except (OSError, subprocess.TimeoutExpired) as e:
-        out = f"(no native stacks: {e})"
-    lines = [l for l in out.splitlines() if l.startswith(("#", "Thread"))]
+        lines = [f"(no native stacks: {e})"]
     print(f"--- native stacks of pid {pid}: {name}", *lines, sep="\n", flush=True)
 
 
