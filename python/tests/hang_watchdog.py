@@ -79,10 +79,23 @@ def _descendants(root):
     return order
 
 
+def _state(pid):
+    """The process's state letter and kernel wait channel: a 'T' (stopped)
+    process shows no Python stack, as SIGUSR1 waits for it to go on."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/wchan") as wchan:
+            return f"state {state}, wchan {wchan.read() or '-'}"
+    except (OSError, IndexError):
+        return "state unknown"
+
+
 def _native_stacks(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             name = cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+        name = f"{name}({_state(pid)})"
         gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
                               "-ex", "thread apply all bt 30"],
                              capture_output=True, text=True, timeout=90)
