@@ -14,6 +14,7 @@ import pickle
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -93,7 +94,8 @@ class _Zygote:
             return False
 
     def fork_server(self):
-        """A new loader server; returns the trainer's end of its socket.
+        """A new loader server; returns the trainer's end of its socket and
+        the server's pid.
         Raises WorkerError when the zygote is not ready, or forks no
         server, within the timeout (and kills it: the next loader starts
         another)."""
@@ -110,10 +112,11 @@ class _Zygote:
         try:
             if self._wait(ours, timeout, "the zygote to start a loader server") != b"H":
                 raise EOFError("loader server failed to start")
+            (pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))  # sent with b"H"
         except BaseException:
             ours.close()
             raise
-        return ours
+        return ours, _ServerProcess(pid, self.pid or self.process.pid)
 
     def _wait(self, sock, timeout, what):
         """One byte from `sock` (b"" at its end), within `timeout`."""
@@ -181,6 +184,44 @@ def _fork_is_safe():
     return _private_bytes() <= _FORK_MAX_PRIVATE_BYTES
 
 
+class _ServerProcess:
+    """A loader server's pid, held as a pidfd taken while the server was
+    known to be the zygote's child, so kill() can never reach a process
+    that reused its pid."""
+
+    def __init__(self, pid, zygote_pid):
+        self.pid, self._pidfd = pid, None
+        try:
+            pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # gone already, or a kernel without pidfds
+            return
+        if _parent_of(pid) == zygote_pid:
+            self._pidfd = pidfd
+        else:
+            os.close(pidfd)
+
+    def kill(self):
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.close()
+
+    def close(self):
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 _lock = threading.Lock()
 _zygote_process = None
 
@@ -207,6 +248,7 @@ def _zygote_for_use():
 
 
 def _start_server():
+    """A new loader server: the trainer's end of its socket, _ServerProcess."""
     for attempt in range(2):
         zygote = _zygote_for_use()
         try:
@@ -266,21 +308,10 @@ class PythonWorkers:
                               f"the worker processes: {error}") from error
 
     def _start(self, dataset):
-        server = _start_server()
         # The stubs' proof that the trainer's pool started them: their
         # config memfd holds it (see _stub_gate).
         token = _stub_gate.new_token()
-        header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
-                  "environ": dict(os.environ), "parent_pid": os.getpid(),
-                  "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
-        try:
-            _zygote.send_frame(server, pickle.dumps(header))
-            _zygote.send_frame(server, self.payload)
-            reply = pickle.loads(_zygote.recv_frame(server))
-        except (OSError, EOFError) as error:
-            server.close()
-            raise WorkerError(f"ringloader: Python workers' loader server died: "
-                              f"{error}") from error
+        server, reply = self._probed_server(dataset, token)
         if "error" in reply:
             server.close()
             _raise_probe_error(reply)
@@ -304,6 +335,43 @@ class PythonWorkers:
         self.encoded_start = _batch_codec.encoded_start(
             0 if batch_structure is None  # an IterableDataset's (_iterable.py)
             else batch_structure.sample_bytes * self.options["batch_size"])
+
+    def _probed_server(self, dataset, token):
+        """A server that unpickled the dataset and laid out sample 0, and its
+        reply. A server silent for hang_timeout s is judged hung, as a worker
+        on one sample is: killed, and one other tried (a fork can inherit a
+        lock no thread will release); the second is a WorkerError."""
+        header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
+                  "environ": dict(os.environ), "parent_pid": os.getpid(),
+                  "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
+        hang_s = self.options.get("hang_timeout_s", 0)
+        for attempt in (1, 2):
+            server, process = _start_server()
+            server.settimeout(hang_s if hang_s > 0 else None)
+            try:
+                _zygote.send_frame(server, pickle.dumps(header))
+                _zygote.send_frame(server, self.payload)
+                reply = pickle.loads(_zygote.recv_frame(server))
+            except TimeoutError:
+                process.kill()
+                server.close()
+                what = (f"ringloader: the Python workers' loader server (pid {process.pid}) "
+                        f"gave no reply in {hang_s:g} s (hang_timeout) while it unpickled "
+                        f"{type(dataset).__name__} and read its sample 0 to lay out batches")
+                if attempt == 2:
+                    raise WorkerError(f"{what}; killed, as was the one before it. A first "
+                                      f"sample that takes longer needs a larger hang_timeout "
+                                      f"(0: wait as long as it takes)") from None
+                sys.stderr.write(f"{what}; killed, starting another\n")
+                continue
+            except (OSError, EOFError) as error:
+                process.close()
+                server.close()
+                raise WorkerError(f"ringloader: Python workers' loader server died: "
+                                  f"{error}") from error
+            process.close()
+            server.settimeout(None)
+            return server, reply
 
     def _plan_size(self, dataset):
         """Indices the native loader plans over. The padding index

@@ -223,8 +223,9 @@ class LoaderServer:
         # that made it ended) must not end live loaders. The trainer's end
         # of `self.trainer` closes when it dies or drops the loader.
         set_name("rl-server")
-        # The trainer's wait for a server is bounded: it runs.
-        self.trainer.sendall(b"H")
+        # The trainer's wait for a server is bounded: it runs. Its pid lets
+        # the trainer kill it should the probe below hang (hang_timeout).
+        self.trainer.sendall(b"H" + struct.pack("<q", os.getpid()))
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake = (wake_r, wake_w)

@@ -43,6 +43,11 @@ class _Plugin:
                        stdout=self._stderr, stderr=self._stderr, check=True)
         os.close(read_end)
 
+    def pytest_unconfigure(self):
+        faulthandler.unregister(signal.SIGUSR1)
+        os.close(self._beats)
+        self._stderr.close()
+
     def _say(self, line):
         os.write(self._beats, (line.replace("\n", " ") + "\n").encode())
 

@@ -40,6 +40,23 @@ class Hangs(Numbers):
         return super().__getitem__(i)
 
 
+class FirstProbeHangs(torch.utils.data.Dataset):
+    """Sample 0 hangs the first time it is read anywhere (the loader
+    server's probe), as a fork that inherited a held lock would."""
+
+    def __init__(self, marker, every_time=False):
+        self.marker, self.every_time = marker, every_time
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        if i == 0 and (self.every_time or not os.path.exists(self.marker)):
+            open(self.marker, "w").close()
+            time.sleep(3600)
+        return torch.full((4,), float(i)), i
+
+
 def _epoch(loader):
     return [(x.clone(), y.clone()) for x, y in loader]
 
@@ -81,6 +98,26 @@ def test_hung_python_worker_is_killed_and_named():
     with pytest.raises(ringloader.WorkerError, match=r"hung.*sample 9"):
         for _ in loader:
             pass
+
+
+def test_loader_server_hung_on_its_probe_is_replaced(tmp_path, capfd):
+    start = time.monotonic()
+    loader = ringloader.DataLoader(FirstProbeHangs(str(tmp_path / "hung")), batch_size=4,
+                                   num_workers=2, hang_timeout=2)
+    labels = [y.tolist() for _, y in loader]
+    assert labels == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert time.monotonic() - start < 60
+    assert "gave no reply in 2 s (hang_timeout)" in capfd.readouterr().err
+
+
+def test_loader_server_that_hangs_twice_is_a_worker_error(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(ringloader.WorkerError,
+                       match=r"no reply in 1 s \(hang_timeout\).*FirstProbeHangs.*sample 0"
+                             r".*killed, as was the one before it"):
+        list(ringloader.DataLoader(FirstProbeHangs(str(tmp_path / "hung"), every_time=True),
+                                   batch_size=4, num_workers=2, hang_timeout=1))
+    assert time.monotonic() - start < 60
 
 
 def test_skip_bad_files_keeps_batches_full_and_counts(tmp_path):
