@@ -65,22 +65,18 @@ def pytest_configure(config):
 
 
 def _descendants(root):
-    """root and the processes below it, parents first."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
+    """root and the processes below it, parents first (the kernel's
+    per-thread children lists)."""
     order, queue = [], [root]
     while queue:
         pid = queue.pop(0)
         order.append(pid)
-        queue.extend(sorted(children.get(pid, [])))
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as children:
+                    queue.extend(int(child) for child in children.read().split())
+        except OSError:
+            continue  # ended meanwhile
     return order
 
 
