@@ -91,8 +91,11 @@ struct RINGLOADER_EXPORT LoaderOptions {
   // A worker that spends longer than this on one sample (a read blocked on
   // a dead network mount, a decoder in an endless loop) is hung: it is
   // killed and replaced, and its batch is re-done. A worker that dies (a
-  // signal, an OOM kill) is replaced the same way, at once. 0: never judge
-  // a worker hung. Default: 120.
+  // signal, an OOM kill) is replaced the same way, at once. A worker not
+  // attached to the ring yet is judged from its start instead, over the
+  // longer of this and $RINGLOADER_WORKER_START_TIMEOUT_S (120 s if unset):
+  // a Python worker's start runs worker_init_fn. 0: never judge a worker
+  // hung. Default: 120.
   double hang_timeout_s = 120;
   // A batch re-done this many times that takes down yet another worker is
   // given up: the iterator raises WorkerError naming the worker, the batch,

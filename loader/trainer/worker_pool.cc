@@ -77,6 +77,7 @@ WorkerPool::WorkerPool(const ring::Ring& ring, int config_fd, int count,
   config_fd_ = high_copy(config_fd);
   try {
     for (int index = 0; index < count; ++index) {
+      started_ns_.push_back(ring::monotonic_ns());
       pids_.push_back(spawn(index));
       pidfds_.push_back(-1);
       retired_.push_back(0);
@@ -242,11 +243,13 @@ void WorkerPool::add_worker() {
                       std::to_string(ring_.geometry().worker_capacity));
   }
   pids_.push_back(-1);
+  started_ns_.push_back(0);
   pidfds_.push_back(-1);
   retired_.push_back(0);
   try {
     respawn(index);
   } catch (...) {
+    started_ns_.pop_back();
     pids_.pop_back();
     pidfds_.pop_back();
     retired_.pop_back();
@@ -283,6 +286,7 @@ void WorkerPool::respawn(int index) {
   // Release: the reset is visible to the new process (posix_spawn is a
   // barrier anyway; the order documents the intent).
   std::atomic_thread_fence(std::memory_order_release);
+  started_ns_[index] = ring::monotonic_ns();
   pids_[index] = spawn(index);
   watch(index);
 }

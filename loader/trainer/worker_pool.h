@@ -40,6 +40,8 @@ class WorkerPool {
   int size() const { return static_cast<int>(pids_.size()); }
   std::vector<int> pids() const;
   int pid(int index) const { return pids_[index]; }
+  // When worker `index` was last spawned (ring::monotonic_ns).
+  uint64_t started_ns(int index) const { return started_ns_[index]; }
   // Reaps every worker that has exited since the last call (never blocks),
   // killing what is left of its process group first.
   // Their slots in the pool stay empty until respawn().
@@ -74,6 +76,7 @@ class WorkerPool {
   const ring::Ring& ring_;
   std::vector<std::string> command_;
   std::vector<int> pids_;  // -1 once reaped
+  std::vector<uint64_t> started_ns_;  // per worker: its last spawn
   std::vector<char> retired_;  // per worker: retire_worker() was called
   std::vector<int> pidfds_;  // per worker, -1 without (process_watch.h)
   void watch(int index);     // opens pidfds_[index] for pids_[index]

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 
@@ -22,6 +24,20 @@ void log_line(const std::string& text) {
 }
 
 }  // namespace
+
+double worker_start_timeout_s(double hang_timeout_s) {
+  if (hang_timeout_s <= 0) return 0;
+  double start_s = 120;
+  if (const char* text = std::getenv("RINGLOADER_WORKER_START_TIMEOUT_S")) {
+    char* end = nullptr;
+    start_s = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !std::isfinite(start_s) || start_s <= 0) {
+      throw OptionError("ringloader: $RINGLOADER_WORKER_START_TIMEOUT_S must be a number "
+                        "of seconds > 0, not '" + std::string(text) + "'");
+    }
+  }
+  return std::max(start_s, hang_timeout_s);
+}
 
 WorkerRecovery::WorkerRecovery(const ring::Ring& ring,
                                const ring::SlotProtocol& protocol,
@@ -82,9 +98,13 @@ void WorkerRecovery::kill_hung_workers() {
   for (int index = 0; index < pool_.size(); ++index) {
     if (pool_.pid(index) <= 0 || hung_.count(index)) continue;
     const ring::WorkerControl& control = ring_.worker(static_cast<uint32_t>(index));
-    // A worker still starting (a Python worker importing torch) has no
-    // heartbeat to judge yet.
-    if (control.ready.load(std::memory_order_acquire) == 0) continue;
+    // A worker still starting has no heartbeat to judge yet; its start is
+    // judged on its own, longer, bound. Unjudged, a worker stuck before it
+    // attached (a fork that inherited a held lock) stalled the trainer forever.
+    if (control.ready.load(std::memory_order_acquire) == 0) {
+      judge_start(index, now);
+      continue;
+    }
     uint64_t beat = control.heartbeat_ns.load(std::memory_order_relaxed);
     if (now <= beat || now - beat < limit_ns) continue;
     hung_[index] = "made no progress for " +
@@ -93,6 +113,18 @@ void WorkerRecovery::kill_hung_workers() {
                    ")";
     pool_.kill_worker(index);
   }
+}
+
+void WorkerRecovery::judge_start(int index, uint64_t now) {
+  const uint64_t started = pool_.started_ns(index);
+  const auto limit_ns = static_cast<uint64_t>(options_.start_timeout_s * 1e9);
+  if (options_.start_timeout_s <= 0 || now <= started || now - started < limit_ns) return;
+  hung_[index] = "did not attach to the ring in " +
+                 std::to_string(static_cast<int>((now - started) / 1'000'000)) +
+                 " ms after its start (start timeout " +
+                 std::to_string(options_.start_timeout_s) +
+                 " s: $RINGLOADER_WORKER_START_TIMEOUT_S, at least hang_timeout_s)";
+  pool_.kill_worker(index);
 }
 
 std::string WorkerRecovery::describe(const Death& death) const {

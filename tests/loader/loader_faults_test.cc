@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <fstream>
 #include <random>
 #include <set>
 #include <thread>
@@ -181,6 +182,40 @@ TEST_F(Faults, WorkerThatCannotStartIsAnErrorNotARespawnLoop) {
     EXPECT_NE(message.find("exited with status 1"), std::string::npos) << message;
     EXPECT_NE(message.find("before it started"), std::string::npos) << message;
   }
+}
+
+TEST_F(Faults, WorkerThatNeverAttachesIsJudgedHungNotWaitedOnForever) {
+  // Stuck before it reaches the ring, like a forked Python worker that
+  // inherited a held lock: it has no heartbeat, so only its start is judged.
+  std::string stuck = dir_ / "stuck-worker.sh";
+  {
+    std::ofstream script(stuck);
+    script << "#!/bin/sh\nexec sleep 3600\n";
+  }
+  ASSERT_EQ(chmod(stuck.c_str(), 0700), 0);
+  ASSERT_EQ(setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "0.3", 1), 0);
+  auto options = fault_options(1);
+  options.worker_executable = stuck;
+  options.hang_timeout_s = 0.1;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Loader loader(dataset_, Pipeline{CenterCrop(16)}, options);
+    for (Batch& batch : loader) (void)batch;
+    ADD_FAILURE() << "expected WorkerError";
+  } catch (const WorkerError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("did not attach to the ring in"), std::string::npos) << message;
+    EXPECT_NE(message.find("RINGLOADER_WORKER_START_TIMEOUT_S"), std::string::npos) << message;
+    EXPECT_NE(message.find("without finishing a batch"), std::string::npos) << message;
+  }
+  unsetenv("RINGLOADER_WORKER_START_TIMEOUT_S");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST_F(Faults, WorkerStartTimeoutMustBeANumber) {
+  ASSERT_EQ(setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "soon", 1), 0);
+  EXPECT_THROW(Loader(dataset_, Pipeline{CenterCrop(16)}, fault_options(1)), OptionError);
+  unsetenv("RINGLOADER_WORKER_START_TIMEOUT_S");
 }
 
 TEST_F(Faults, BadFaultOptionsFailAtConstruction) {
