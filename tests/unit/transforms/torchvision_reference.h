@@ -13,9 +13,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,14 +42,23 @@ inline void write_bytes(const std::string& path, const std::vector<uint8_t>& byt
             static_cast<std::streamsize>(bytes.size()));
 }
 
-// One scratch folder per test process, holding inputs and results.
+// One scratch folder per test process, holding inputs and results, removed
+// when the process exits: ctest runs each test as a process of its own, and
+// each folder holds ~150 MB of reference batches.
 inline const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  struct Scratch {
+    std::string path;
+    ~Scratch() {
+      std::error_code ignored;
+      if (!path.empty()) std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Scratch dir = [] {
     char pattern[] = "/tmp/ringloader_transforms_XXXXXX";
-    const char* made = mkdtemp(pattern);
-    return std::string(made ? made : "/tmp");
+    if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp /tmp failed");
+    return Scratch{pattern};
   }();
-  return dir;
+  return dir.path;
 }
 
 // True when /usr/bin/python3 can import torchvision and PIL.
