@@ -163,4 +163,15 @@ struct RINGLOADER_EXPORT LoaderOptions {
 // memory size.
 RINGLOADER_EXPORT int automatic_ring_slots(const LoaderOptions& options, uint64_t slot_bytes);
 
+// How long a worker may take to start, up to the moment it attaches to the
+// ring: at least $RINGLOADER_WORKER_START_TIMEOUT_S (Default: 120 s, as the
+// Python zygote's start), never less than `hang_timeout_s`, and 0 (no
+// bound) when hang_timeout_s is 0. Starting a Python loader's workers
+// includes its loader server unpickling the dataset (importing its
+// modules) and reading sample 0, then each worker's worker_init_fn, all of
+// which a slow file system stretches past any per-sample bound. Throws
+// OptionError naming the variable when it is not a number > 0.
+// Thread-safe: reads only the environment.
+RINGLOADER_EXPORT double worker_start_timeout_s(double hang_timeout_s);
+
 }  // namespace ringloader

@@ -155,7 +155,7 @@ void Loader::Impl::spawn(std::vector<std::string> command,
   }
   trainer::RecoveryOptions recovery;
   recovery.hang_timeout_s = options_.hang_timeout_s;
-  recovery.start_timeout_s = trainer::worker_start_timeout_s(options_.hang_timeout_s);
+  recovery.start_timeout_s = worker_start_timeout_s(options_.hang_timeout_s);
   recovery.max_batch_retries = options_.max_batch_retries;
   recovery_ = std::make_unique<trainer::WorkerRecovery>(
       *ring_, *protocol_, *pool_, recovery,

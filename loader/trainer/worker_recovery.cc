@@ -13,6 +13,7 @@
 #include "loader/ring/futex.h"
 #include "loader/ring/slot_validation.h"
 #include "ringloader/errors.h"
+#include "ringloader/options.h"
 
 namespace ringloader::trainer {
 namespace {
@@ -24,20 +25,6 @@ void log_line(const std::string& text) {
 }
 
 }  // namespace
-
-double worker_start_timeout_s(double hang_timeout_s) {
-  if (hang_timeout_s <= 0) return 0;
-  double start_s = 120;
-  if (const char* text = std::getenv("RINGLOADER_WORKER_START_TIMEOUT_S")) {
-    char* end = nullptr;
-    start_s = std::strtod(text, &end);
-    if (end == text || *end != '\0' || !std::isfinite(start_s) || start_s <= 0) {
-      throw OptionError("ringloader: $RINGLOADER_WORKER_START_TIMEOUT_S must be a number "
-                        "of seconds > 0, not '" + std::string(text) + "'");
-    }
-  }
-  return std::max(start_s, hang_timeout_s);
-}
 
 WorkerRecovery::WorkerRecovery(const ring::Ring& ring,
                                const ring::SlotProtocol& protocol,
@@ -314,3 +301,21 @@ void WorkerRecovery::forget_before(uint64_t batch_id) {
 }
 
 }  // namespace ringloader::trainer
+
+namespace ringloader {
+
+double worker_start_timeout_s(double hang_timeout_s) {
+  if (hang_timeout_s <= 0) return 0;
+  double start_s = 120;
+  if (const char* text = std::getenv("RINGLOADER_WORKER_START_TIMEOUT_S")) {
+    char* end = nullptr;
+    start_s = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !std::isfinite(start_s) || start_s <= 0) {
+      throw OptionError("ringloader: $RINGLOADER_WORKER_START_TIMEOUT_S must be a number "
+                        "of seconds > 0, not '" + std::string(text) + "'");
+    }
+  }
+  return std::max(start_s, hang_timeout_s);
+}
+
+}  // namespace ringloader

@@ -26,21 +26,13 @@ struct RecoveryOptions {
   // A worker whose heartbeat is older than this is hung (0: never).
   double hang_timeout_s = 0;
   // A worker not attached to the ring this long after its spawn is hung
-  // too (0: never); worker_start_timeout_s() gives the Loader's.
+  // too (0: never); ringloader::worker_start_timeout_s() gives the Loader's.
   double start_timeout_s = 0;
   int max_batch_retries = 2;
   // Respawns of one worker slot in a row, without it finishing a batch,
   // before the loader stops replacing it (a worker that cannot start).
   int max_consecutive_restarts = 5;
 };
-
-// How long a worker may take to attach to the ring: starting a Python
-// worker forks it off its loader server and runs worker_init_fn, which a
-// slow file system can stretch, so at least $RINGLOADER_WORKER_START_TIMEOUT_S
-// (Default: 120 s, as the zygote's start), and never less than
-// `hang_timeout_s`; 0 when hang_timeout_s is 0 (nothing is judged hung).
-// OptionError naming the variable when it is not a number > 0.
-double worker_start_timeout_s(double hang_timeout_s);
 
 class WorkerRecovery {
  public:

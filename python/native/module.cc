@@ -247,6 +247,9 @@ PYBIND11_MODULE(_ringloader, module) {
   module.def("automatic_ring_slots", [](const py::dict& options, uint64_t slot_bytes) {
     return automatic_ring_slots(options_from_dict(options), slot_bytes);
   });
+  // The bound on a worker's start, which a Python loader's server probe
+  // shares (_python_workers.py).
+  module.def("worker_start_timeout_s", &worker_start_timeout_s);
   module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
                                      int height, int width) {
     SampleShape shape = pipeline_from_json(pipeline).output_shape(

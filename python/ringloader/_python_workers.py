@@ -338,16 +338,17 @@ class PythonWorkers:
 
     def _probed_server(self, dataset, token):
         """A server that unpickled the dataset and laid out sample 0, and its
-        reply. A server silent for hang_timeout s is judged hung, as a worker
-        on one sample is: killed, and one other tried (a fork can inherit a
-        lock no thread will release); the second is a WorkerError."""
+        reply. This is part of the workers' start, so it has their bound
+        (worker_start_timeout_s: at least hang_timeout): a server silent
+        that long is judged hung, killed, and one other tried (a fork can
+        inherit a lock no thread will release); the second is a WorkerError."""
         header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
                   "environ": dict(os.environ), "parent_pid": os.getpid(),
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
-        hang_s = self.options.get("hang_timeout_s", 0)
+        bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
         for attempt in (1, 2):
             server, process = _start_server()
-            server.settimeout(hang_s if hang_s > 0 else None)
+            server.settimeout(bound_s if bound_s > 0 else None)
             try:
                 _zygote.send_frame(server, pickle.dumps(header))
                 _zygote.send_frame(server, self.payload)
@@ -356,12 +357,15 @@ class PythonWorkers:
                 process.kill()
                 server.close()
                 what = (f"ringloader: the Python workers' loader server (pid {process.pid}) "
-                        f"gave no reply in {hang_s:g} s (hang_timeout) while it unpickled "
-                        f"{type(dataset).__name__} and read its sample 0 to lay out batches")
+                        f"gave no reply in {bound_s:g} s (the workers' start timeout: "
+                        f"$RINGLOADER_WORKER_START_TIMEOUT_S, at least hang_timeout) while "
+                        f"it unpickled {type(dataset).__name__} and read its sample 0 to lay "
+                        f"out batches")
                 if attempt == 2:
-                    raise WorkerError(f"{what}; killed, as was the one before it. A first "
-                                      f"sample that takes longer needs a larger hang_timeout "
-                                      f"(0: wait as long as it takes)") from None
+                    raise WorkerError(f"{what}; killed, as was the one before it. A start "
+                                      f"that takes longer needs a larger "
+                                      f"$RINGLOADER_WORKER_START_TIMEOUT_S (hang_timeout=0: "
+                                      f"wait as long as it takes)") from None
                 sys.stderr.write(f"{what}; killed, starting another\n")
                 continue
             except (OSError, EOFError) as error:

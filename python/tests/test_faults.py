@@ -100,21 +100,24 @@ def test_hung_python_worker_is_killed_and_named():
             pass
 
 
-def test_loader_server_hung_on_its_probe_is_replaced(tmp_path, capfd):
+def test_loader_server_hung_on_its_probe_is_replaced(tmp_path, capfd, monkeypatch):
+    monkeypatch.setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "2")
     start = time.monotonic()
     loader = ringloader.DataLoader(FirstProbeHangs(str(tmp_path / "hung")), batch_size=4,
-                                   num_workers=2, hang_timeout=2)
+                                   num_workers=2, hang_timeout=0.5)
     labels = [y.tolist() for _, y in loader]
     assert labels == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert time.monotonic() - start < 60
-    assert "gave no reply in 2 s (hang_timeout)" in capfd.readouterr().err
+    assert "gave no reply in 2 s (the workers' start timeout" in capfd.readouterr().err
 
 
-def test_loader_server_that_hangs_twice_is_a_worker_error(tmp_path):
+def test_loader_server_that_hangs_twice_is_a_worker_error(tmp_path, monkeypatch):
+    # The bound is the longer of hang_timeout and the start timeout.
+    monkeypatch.setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "0.5")
     start = time.monotonic()
     with pytest.raises(ringloader.WorkerError,
-                       match=r"no reply in 1 s \(hang_timeout\).*FirstProbeHangs.*sample 0"
-                             r".*killed, as was the one before it"):
+                       match=r"no reply in 1 s \(the workers' start timeout.*FirstProbeHangs"
+                             r".*sample 0.*killed, as was the one before it"):
         list(ringloader.DataLoader(FirstProbeHangs(str(tmp_path / "hung"), every_time=True),
                                    batch_size=4, num_workers=2, hang_timeout=1))
     assert time.monotonic() - start < 60
