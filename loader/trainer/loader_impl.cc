@@ -138,9 +138,14 @@ void Loader::Impl::create_ring() {
 
 void Loader::Impl::spawn(std::vector<std::string> command,
                          const std::string& config_text) {
-  config_fd_ = ring::SharedRegion::create_text_fd("ringloader-config", config_text);
+  // The pool keeps a copy of its own; this one is closed however spawn()
+  // ends, so a constructor that throws below leaks no memfd.
+  struct ClosedOnReturn {
+    int fd;
+    ~ClosedOnReturn() { close(fd); }
+  } config{ring::SharedRegion::create_text_fd("ringloader-config", config_text)};
   const bool autotuned = options_.num_workers == LoaderOptions::kAutoWorkers;
-  pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config_fd_,
+  pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config.fd,
                                                 autotuned ? 1 : options_.num_workers,
                                                 std::move(command));
   if (autotuned) {
@@ -178,7 +183,6 @@ Loader::Impl::~Impl() {
   recovery_.reset();
   pool_.reset();    // then workers: nobody writes the ring after this
   pin_.reset();
-  if (config_fd_ >= 0) close(config_fd_);
 }
 
 ring::RingGeometry Loader::Impl::geometry() const {

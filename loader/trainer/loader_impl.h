@@ -109,7 +109,6 @@ class RINGLOADER_HIDDEN Loader::Impl {
   std::unique_ptr<worker::BatchFiller> in_process_;
   std::unique_ptr<trainer::WorkerAutotune> autotune_;   // kAutoWorkers only
   std::unique_ptr<data::ShardPrefetcher> prefetcher_;   // cached tar shards only
-  int config_fd_ = -1;
   int64_t dataset_size_ = 0;
   bool external_ = false;
   // Declared after ring_: unpinned before the ring can be unmapped, also

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -39,6 +40,18 @@ TEST_F(Lifecycle, NoProcessFdOrMappingSurvivesTheLoader) {
     (void)it;
   }
   for (int pid : pids) EXPECT_FALSE(testing::process_alive(pid)) << pid;
+  EXPECT_EQ(testing::count_ringloader_fds(), fds_before);
+  EXPECT_EQ(testing::count_ringloader_mappings(), maps_before);
+}
+
+TEST_F(Lifecycle, AConstructionThatThrowsAfterSpawningLeavesNothing) {
+  // The start-timeout variable is read after the ring, the configuration
+  // memfd and the workers exist: its error must take all of them down.
+  const int fds_before = testing::count_ringloader_fds();
+  const int maps_before = testing::count_ringloader_mappings();
+  ASSERT_EQ(setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "-1", 1), 0);
+  EXPECT_THROW(Loader(dataset_, Pipeline{CenterCrop(8)}, options(4, 2)), OptionError);
+  unsetenv("RINGLOADER_WORKER_START_TIMEOUT_S");
   EXPECT_EQ(testing::count_ringloader_fds(), fds_before);
   EXPECT_EQ(testing::count_ringloader_mappings(), maps_before);
 }
