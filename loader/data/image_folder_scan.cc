@@ -18,6 +18,7 @@
 #include <thread>
 #include <utility>
 
+#include "loader/data/fd.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
@@ -34,17 +35,6 @@ struct Listing {
   std::string_view at(std::pair<uint32_t, uint32_t> span) const {
     return {names.data() + span.first, span.second};
   }
-};
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { if (fd_ >= 0) close(fd_); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
- private:
-  int fd_;
 };
 
 // An entry is a folder when its type says so; a symlink (or a file system

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/data/fd.h"
 #include "loader/data/shard_cache_folder.h"
 #include "loader/data/tar_walk.h"
 #include "ringloader/errors.h"

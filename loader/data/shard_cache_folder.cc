@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "loader/data/fd.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {

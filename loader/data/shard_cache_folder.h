@@ -23,21 +23,8 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 namespace ringloader::data {
-
-// Closes a descriptor (and with it its flock) when the scope ends.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int value) : fd(value) {}
-  ~Fd() {
-    if (fd >= 0) close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-};
 
 class CacheFolder {
  public:

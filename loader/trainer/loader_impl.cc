@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "loader/data/fd.h"
 #include "loader/data/tensor_rows.h"
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
@@ -140,10 +141,7 @@ void Loader::Impl::spawn(std::vector<std::string> command,
                          const std::string& config_text) {
   // The pool keeps a copy of its own; this one is closed however spawn()
   // ends, so a constructor that throws below leaks no memfd.
-  struct ClosedOnReturn {
-    int fd;
-    ~ClosedOnReturn() { close(fd); }
-  } config{ring::SharedRegion::create_text_fd("ringloader-config", config_text)};
+  const data::Fd config(ring::SharedRegion::create_text_fd("ringloader-config", config_text));
   const bool autotuned = options_.num_workers == LoaderOptions::kAutoWorkers;
   pool_ = std::make_unique<trainer::WorkerPool>(*ring_, config.fd,
                                                 autotuned ? 1 : options_.num_workers,
