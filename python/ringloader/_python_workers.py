@@ -195,7 +195,7 @@ class _ServerProcess:
             pidfd = os.pidfd_open(pid)
         except (OSError, AttributeError):  # gone already, or a kernel without pidfds
             return
-        if _parent_of(pid) == zygote_pid:
+        if _stub_gate.parent_of(pid) == zygote_pid:
             self._pidfd = pidfd
         else:
             os.close(pidfd)
@@ -212,14 +212,6 @@ class _ServerProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-
-
-def _parent_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 _lock = threading.Lock()

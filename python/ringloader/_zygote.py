@@ -224,7 +224,8 @@ class LoaderServer:
         # of `self.trainer` closes when it dies or drops the loader.
         set_name("rl-server")
         # The trainer's wait for a server is bounded: it runs. Its pid lets
-        # the trainer kill it should the probe below hang (hang_timeout).
+        # the trainer kill it should the probe below outlast the workers'
+        # start timeout (worker_start_timeout_s).
         self.trainer.sendall(b"H" + struct.pack("<q", os.getpid()))
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

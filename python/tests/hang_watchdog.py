@@ -36,7 +36,6 @@ class _Plugin:
         self._stderr = os.fdopen(os.dup(2), "w")  # capture is off at configure
         faulthandler.register(signal.SIGUSR1, file=self._stderr, all_threads=True)
         read_end, self._beats = os.pipe()
-        os.set_inheritable(read_end, True)
         subprocess.run([sys.executable, __file__, "--daemon", str(os.getpid()),
                         str(read_end), str(limit_s)],
                        pass_fds=(read_end,), stdin=subprocess.DEVNULL,
