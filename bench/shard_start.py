@@ -5,8 +5,10 @@ over --shards tar shards behind a throttled `pipe:` command
 (`perl bench/throttle.pl RATE file`: RATE bytes/s from the first byte, one
 command per shard, as `pipe:curl ...` would be; `pv -L` lets the first
 RATE/10 bytes through at once, so small shards would not be slowed),
-for ringloader without a shard index (construction streams every shard:
-one at a time as before, and --streams at once, TarShards(index_streams=)),
+for ringloader without a shard index (construction streams every shard,
+index_in_background=False: one at a time, and --streams at once; or the
+default, shards indexed in the background while the first epoch reads
+them),
 ringloader with the index `ringloader-shard --index-only` wrote, with a
 plain wids index of the same shards (counts only, as `widsindex` writes;
 workers find samples by streaming), and
@@ -78,7 +80,7 @@ def make_data(root, shards, per_shard, image_kib):
 
 # ---- one side, in its own interpreter ----
 
-def run_side(side, urls, index, batch_size, workers, streams):
+def run_side(side, urls, index, batch_size, workers, streams, background):
     # Imports are not timed: each side's interpreter and torch differ.
     if side == "webdataset":
         import torch
@@ -95,7 +97,8 @@ def run_side(side, urls, index, batch_size, workers, streams):
         transform = T.Compose([T.Resize((16, 16)), T.ToTensor()])
         start = time.monotonic()
         dataset = ringloader.datasets.TarShards(urls, transform, index=index or None,
-                                                index_streams=streams)
+                                                index_streams=streams,
+                                                index_in_background=background)
         loader = ringloader.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     built = time.monotonic() - start
     images, _ = next(iter(loader))
@@ -104,13 +107,14 @@ def run_side(side, urls, index, batch_size, workers, streams):
     print(json.dumps({"construct_s": built, "first_batch_s": first}), flush=True)
 
 
-def measure(python, side, urls, index, streams, args):
+def measure(python, side, urls, index, streams, background, args):
     env = dict(os.environ)
     if side != "webdataset":
         env["PYTHONPATH"] = os.path.join(ROOT, "build", "python")
     command = [python, os.path.abspath(__file__), "--side", side, "--urls", urls,
                "--index", index or "", "--batch-size", str(args.batch_size),
-               "--workers", str(args.workers), "--streams", str(streams)]
+               "--workers", str(args.workers), "--streams", str(streams),
+               "--background", str(int(background))]
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -141,10 +145,14 @@ def main():
     parser.add_argument("--index")
     parser.add_argument("--streams", type=int, default=8,
                         help="TarShards(index_streams=) of the no-index rows after the first")
+    parser.add_argument("--peers-python", default=PEERS,
+                        help="an interpreter with webdataset and torch (Default: the peers venv)")
+    parser.add_argument("--background", type=int, default=1,
+                        help="(one side) TarShards(index_in_background=)")
     args = parser.parse_args()
     if args.side:
         return run_side(args.side, args.urls, args.index, args.batch_size, args.workers,
-                        args.streams)
+                        args.streams, bool(args.background))
     if not shutil.which("perl"):
         sys.exit("needs perl (bench/throttle.pl)")
     out = make_data(args.data, args.shards, args.per_shard, args.image_kib)
@@ -161,19 +169,21 @@ def main():
     print(f"ringloader-shard --index-only (once): {index_s:.1f} s, "
           f"index {os.path.getsize(index) / 2**10:.0f} KiB")
     counts = write_counts_index(index, os.path.join(args.data, "pipe-wids.json"))
-    sides = [("ringloader, no index, 1 stream (before)", sys.executable, "ringloader", "", 1),
-             (f"ringloader, no index, {args.streams} streams", sys.executable, "ringloader", "",
-              args.streams),
-             ("ringloader, index", sys.executable, "ringloader", index, 1),
-             ("ringloader, plain wids index (counts only)", sys.executable, "ringloader",
-              counts, 1)]
-    if os.access(PEERS, os.X_OK):
-        sides.append(("WebDataset 1.0.2", PEERS, "webdataset", "", 1))
+    me = sys.executable
+    sides = [("ringloader, no index, indexed first, 1 stream", me, "ringloader", "", 1, False),
+             (f"ringloader, no index, indexed first, {args.streams} streams", me, "ringloader",
+              "", args.streams, False),
+             (f"ringloader, no index, indexed while reading, {args.streams} streams", me,
+              "ringloader", "", args.streams, True),
+             ("ringloader, index", me, "ringloader", index, 1, True),
+             ("ringloader, plain wids index (counts only)", me, "ringloader", counts, 1, True)]
+    if os.access(args.peers_python, os.X_OK):
+        sides.append(("WebDataset 1.0.2", args.peers_python, "webdataset", "", 1, True))
     else:
-        print(f"WebDataset row skipped: {PEERS} is absent")
+        print(f"WebDataset row skipped: {args.peers_python} is absent")
     print("| | construction | first batch |\n|---|---|---|")
-    for name, python, side, side_index, streams in sides:
-        runs = [measure(python, side, urls, side_index, streams, args)
+    for name, python, side, side_index, streams, background in sides:
+        runs = [measure(python, side, urls, side_index, streams, background, args)
                 for _ in range(args.repeats)]
         construct = statistics.median(r["construct_s"] for r in runs)
         first = statistics.median(r["first_batch_s"] for r in runs)

@@ -67,7 +67,8 @@ struct RINGLOADER_EXPORT CustomImage {
 };
 
 // The sample's own random stream (counter-based: depends only on seed,
-// epoch and sample index, never on the worker). Draw in a fixed order.
+// epoch and the sample, never on the worker; a tar sample is keyed by its
+// shard and place there, any other by its index). Draw in a fixed order.
 class RINGLOADER_EXPORT CustomRandom {
  public:
   virtual double uniform() = 0;                               // [0, 1)

@@ -19,8 +19,29 @@
 namespace ringloader {
 namespace data {
 struct TarIndex;
+class ShardCounter;
 class SampleTable;
 class TensorRows;
+}
+
+// A tar sample named by its shard and its place there (the ordinal-th
+// sample of shard `shard`, from 0), for when its dataset index is not known
+// yet: its shards are still being indexed in the background
+// (TarShardOptions::index_in_background) and not every shard before it has
+// been counted. Such names are >= 2^62, so never a dataset index.
+struct ShardSample {
+  int64_t shard = 0;    // in [0, 2^30)
+  int64_t ordinal = 0;  // in [0, 2^32)
+};
+inline constexpr int64_t kShardSampleBit = int64_t{1} << 62;
+inline constexpr bool is_shard_sample(int64_t index) {
+  return (index & kShardSampleBit) != 0 && index > 0;
+}
+inline constexpr int64_t shard_sample_index(ShardSample sample) {
+  return kShardSampleBit | (sample.shard << 32) | sample.ordinal;
+}
+inline constexpr ShardSample shard_sample_of(int64_t index) {
+  return {(index >> 32) & ((int64_t{1} << 30) - 1), index & 0xffffffff};
 }
 
 // One sample of a file-backed dataset: an encoded image and its label.
@@ -61,6 +82,19 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // time leaves the link idle. The table and any error are those of a
   // one-at-a-time pass. Default: 8.
   int index_streams = 8;
+  // Without an index, when every shard is a pipe: URL and there is no
+  // cache_dir: construction returns at once and the shards are indexed in
+  // the background, index_streams at a time. A Loader made before they
+  // all are starts its first epoch at once (docs/tar_shards.md, "Indexing
+  // while reading"): shards are indexed in that epoch's shard order, and
+  // its first batch waits for the first shard only. The epoch is the one a
+  // full index gives, batch for batch. Whatever needs every shard's count
+  // (size(), the labels, a Loader's size() and state_dict(), a second
+  // epoch, set_order, world_size > 1, on_error = kSkip) waits for the
+  // index instead. false: construction indexes every shard first. Until
+  // the index is complete, Batch::sample_indices of that first epoch name
+  // samples by shard (is_shard_sample). Default: true.
+  bool index_in_background = true;
 
   // --- Shard cache (docs/tar_shards.md, "Shard cache") ---
   // A folder on local disk where shards are fetched once per node and
@@ -300,8 +334,17 @@ class RINGLOADER_EXPORT Dataset {
   const std::string& idx_labels_path() const { return idx_labels_; }
   // Tar shards only (else null / empty): the index workers read through,
   // samples per shard in index order, the shuffle buffer.
-  const std::shared_ptr<const data::TarIndex>& tar_index() const { return tar_; }
-  const std::vector<int64_t>& shard_sizes() const { return shard_sizes_; }
+  // Both wait for an index still built in the background (the returned
+  // pointer is then shared by every copy of the dataset).
+  const std::shared_ptr<const data::TarIndex>& tar_index() const;
+  const std::vector<int64_t>& shard_sizes() const;
+  // Tar shards indexed in the background (index_in_background) whose index
+  // is not complete yet, else null; never waits.
+  std::shared_ptr<data::ShardCounter> background_index() const;
+  // Tar shards indexed in the background: the dataset as a Loader's workers
+  // read it before the index is complete (no sizes; every sample named by
+  // a ShardSample). OptionError for any other dataset.
+  Dataset shard_named_view() const;
   // Tensor rows only (else null): the mapped rows workers copy from.
   const std::shared_ptr<const data::TensorRows>& tensor_rows() const { return rows_; }
   int64_t shuffle_buffer() const { return shuffle_buffer_; }
@@ -323,7 +366,9 @@ class RINGLOADER_EXPORT Dataset {
   int64_t idx_count_ = 0;
   int image_height_ = 0, image_width_ = 0;
   std::shared_ptr<const data::TarIndex> tar_;
-  std::vector<int64_t> shard_sizes_;
+  // The index being built, when tar_ is not yet (index_in_background).
+  std::shared_ptr<data::ShardCounter> counter_;
+  const data::TarIndex& tar() const { return *tar_index(); }
   int64_t shuffle_buffer_ = 0;
   std::vector<MixPart> mix_;
   std::shared_ptr<const data::TensorRows> rows_;

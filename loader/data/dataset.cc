@@ -71,7 +71,7 @@ Dataset Dataset::idx(const std::string& images_path,
 }
 
 int64_t Dataset::size() const {
-  if (kind_ == Kind::kTar) return tar_->size();
+  if (kind_ == Kind::kTar) return tar().size();
   if (kind_ == Kind::kRows) return rows_->size();
   return kind_ == Kind::kIdx ? idx_count_ : table_->size();
 }
@@ -100,7 +100,7 @@ nlohmann::json Dataset::to_json() const {
   nlohmann::json out;
   if (!mix_.empty()) out["mix"] = mix_json(mix_);
   if (kind_ == Kind::kTar) {
-    out.update(tar_->to_json());
+    out.update(tar().to_json());
     out["kind"] = "tar";
     out["mode"] = mode_name(mode_);
     return out;

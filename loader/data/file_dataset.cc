@@ -105,9 +105,9 @@ std::string Dataset::sample_path(int64_t index) const {
 }
 
 int64_t Dataset::sample_label(int64_t index) const {
-  if (tar_) {
-    tar_->require_placed("sample_label");
-    return tar_->table->label(index);
+  if (kind_ == Kind::kTar) {
+    tar().require_placed("sample_label");
+    return tar().table->label(index);
   }
   if (!table_) {
     throw OptionError("ringloader: sample_label needs a file-backed or tar dataset");
@@ -116,15 +116,15 @@ int64_t Dataset::sample_label(int64_t index) const {
 }
 
 const int64_t* Dataset::sample_labels() const {
-  if (tar_) {
-    tar_->require_placed("the labels of its samples (targets)");
-    return tar_->table->labels();
+  if (kind_ == Kind::kTar) {
+    tar().require_placed("the labels of its samples (targets)");
+    return tar().table->labels();
   }
   return table_ ? table_->labels() : nullptr;
 }
 
 uint64_t Dataset::sample_table_bytes() const {
-  if (tar_) return tar_->table->bytes();
+  if (kind_ == Kind::kTar) return tar().table ? tar().table->bytes() : 0;
   return table_ ? table_->bytes() : 0;
 }
 

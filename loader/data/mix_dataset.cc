@@ -19,10 +19,10 @@ std::vector<int64_t> mix_counts(const std::vector<int64_t>& sizes,
 Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts) {
   data::TarIndex index;
   data::TarSampleTableBuilder samples;
-  index.shuffle_buffer = parts.front().first.tar_->shuffle_buffer;
+  index.shuffle_buffer = parts.front().first.tar().shuffle_buffer;
   for (const auto& [part, weight] : parts) {
     const auto first_shard = static_cast<int32_t>(index.shards.size());
-    const data::TarIndex& source = *part.tar_;
+    const data::TarIndex& source = part.tar();
     index.shards.insert(index.shards.end(), source.shards.begin(), source.shards.end());
     index.shard_sizes.insert(index.shard_sizes.end(), source.shard_sizes.begin(),
                              source.shard_sizes.end());
@@ -86,7 +86,7 @@ Dataset Dataset::mix(const std::vector<std::pair<Dataset, double>>& parts,
   }
   for (size_t p = 0; p < parts.size(); ++p) {
     out.mix_.push_back({sizes[p], choose[p],
-                        static_cast<int64_t>(parts[p].first.shard_sizes_.size())});
+                        static_cast<int64_t>(parts[p].first.shard_sizes().size())});
   }
   return out;
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/sample_source.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,7 +51,21 @@ SampleSource::SampleSource(Dataset dataset, transforms::DecodeLimits limits)
   }
   if (dataset_.tar_index()) {
     tar_reader_ = std::make_unique<TarMemberReader>(*dataset_.tar_index());
+    streamed_ = dataset_.tar_index()->streamed;
+    const std::vector<int64_t>& sizes = dataset_.tar_index()->shard_sizes;
+    shard_first_.assign(sizes.size() + 1, 0);
+    std::partial_sum(sizes.begin(), sizes.end(), shard_first_.begin() + 1);
   }
+}
+
+uint64_t SampleSource::random_key(int64_t index) const {
+  if (streamed_ || shard_first_.size() < 2 || index < 0 || index >= shard_first_.back()) {
+    return static_cast<uint64_t>(index);
+  }
+  const auto next = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
+  const auto shard = static_cast<int64_t>(next - shard_first_.begin()) - 1;
+  return static_cast<uint64_t>(
+      shard_sample_index({shard, index - shard_first_[static_cast<size_t>(shard)]}));
 }
 
 int64_t SampleSource::shard_fetches() const {
@@ -61,8 +78,20 @@ uint64_t SampleSource::shard_bytes_fetched() const {
   return cache ? cache->bytes_fetched() : 0;
 }
 
+bool SampleSource::in_range(int64_t index) const {
+  if (!streamed_) return index >= 0 && index < size();
+  // A streamed view numbers nothing: every sample is named by its shard.
+  return is_shard_sample(index) &&
+         shard_sample_of(index).shard < static_cast<int64_t>(dataset_.tar_index()->shards.size());
+}
+
 std::string SampleSource::describe(int64_t index) const {
-  if (index < 0 || index >= size()) {
+  if (streamed_ && in_range(index)) {
+    const ShardSample sample = shard_sample_of(index);
+    return "sample " + std::to_string(sample.ordinal) + " of shard " +
+           dataset_.tar_index()->shards[static_cast<size_t>(sample.shard)];
+  }
+  if (!in_range(index)) {
     return "sample " + std::to_string(index) + " (out of range)";
   }
   if (!dataset_.idx_images_path().empty()) {
@@ -87,9 +116,10 @@ int64_t SampleSource::load(int64_t index, transforms::Image& image,
                            std::vector<uint8_t>& file_bytes,
                            SampleTiming& timing,
                            const transforms::RegionPlanner& region) const {
-  if (index < 0 || index >= size()) {
+  if (!in_range(index)) {
     throw Error("ringloader: sample index " + std::to_string(index) +
-                " is outside the dataset of " + std::to_string(size()));
+                (streamed_ ? std::string(" names no sample of a shard being indexed")
+                           : " is outside the dataset of " + std::to_string(size())));
   }
   if (!idx_images_.values.empty()) return load_idx(index, image);
   return load_encoded(index, image, file_bytes, timing, region);

@@ -47,6 +47,12 @@ class SampleSource {
   bool copies_rows() const { return dataset_.tensor_rows() != nullptr; }
   int64_t copy_row(int64_t index, uint8_t* destination) const;
 
+  // The key of sample `index`'s random stream (SampleRng): its dataset
+  // index, or for tar shards its ShardSample name, which a first epoch read
+  // while the shards are still being indexed also knows (TarIndex::
+  // streamed): its draws are those of an indexed epoch.
+  uint64_t random_key(int64_t index) const;
+
   int64_t load(int64_t index, transforms::Image& image,
                std::vector<uint8_t>& file_bytes, SampleTiming& timing,
                const transforms::RegionPlanner& region = {}) const;
@@ -65,6 +71,10 @@ class SampleSource {
   IdxArray idx_images_;
   IdxArray idx_labels_;
   std::unique_ptr<TarMemberReader> tar_reader_;  // tar shards only
+  // Tar shards still being indexed: samples are named by shard (ShardSample).
+  bool streamed_ = false;
+  std::vector<int64_t> shard_first_;  // indexed tar shards: each one's first sample
+  bool in_range(int64_t index) const;
 };
 
 // Reads a whole file; throws IoError naming it (missing, unreadable, empty).

@@ -115,8 +115,14 @@ void PipeInput::spawn(const std::string& command, int stderr_fd) {
   fcntl(fd_, F_SETPIPE_SZ, 1 << 20);
 }
 
+void PipeInput::abandon() {
+  std::lock_guard<std::mutex> lock(pid_mutex_);
+  if (pid_ > 0) kill(-pid_, SIGTERM);
+}
+
 PipeInput::~PipeInput() {
   if (fd_ >= 0) close(fd_);
+  std::lock_guard<std::mutex> lock(pid_mutex_);
   if (pid_ > 0) {
     kill(-pid_, SIGTERM);  // the command may not be writing (and see no SIGPIPE)
     while (waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
@@ -125,11 +131,16 @@ PipeInput::~PipeInput() {
 }
 
 void PipeInput::finish() {
-  if (pid_ <= 0) return;
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  {
+    // Held while reaping: the command has closed its output, so it ends
+    // (or is ending) and this wait is short.
+    std::lock_guard<std::mutex> lock(pid_mutex_);
+    if (pid_ <= 0) return;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
   }
-  pid_ = -1;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   std::string how = WIFEXITED(status)
                         ? "exited with status " + std::to_string(WEXITSTATUS(status))

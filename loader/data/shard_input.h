@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace ringloader::data {
@@ -67,12 +68,19 @@ class PipeInput final : public ShardInput {
 
   size_t read(uint8_t* out, size_t n) override;
   uint64_t skip(uint64_t n) override;
+  // Any thread, while the input lives: ends the command (SIGTERM to its
+  // group), so a read blocked on it returns at once (short: the walk then
+  // fails as a cut shard). For the owner of a reader that must stop.
+  void abandon();
 
  private:
   void finish();  // reaps the command; throws IoError on a failed exit
   void spawn(const std::string& command, int stderr_fd);
   std::string url_;
   int fd_ = -1;
+  // Guarded by pid_mutex_ once the reader runs: abandon() must never
+  // signal a group whose leader was reaped (its id may be reused).
+  std::mutex pid_mutex_;
   pid_t pid_ = -1;
 };
 

@@ -7,83 +7,11 @@
 #include <thread>
 
 #include "loader/data/brace_expand.h"
-#include "loader/data/tar_format.h"
-#include "loader/data/tar_grouper.h"
-#include "loader/data/tar_walk.h"
+#include "loader/data/shard_counter.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
 namespace {
-
-// One shard's samples, indexed on their own by a thread of scan_shards.
-struct ShardScan {
-  TarSampleTableBuilder samples;
-  uint64_t file_size = 0;  // read to its end, when asked for
-  std::exception_ptr error;
-};
-
-// Each scan writes only its own ShardScan and its own shard's elements of
-// index.shard_sizes / shard_bytes; the rest of `index` is only read.
-void scan_shard(TarIndex& index, size_t shard, ShardCache* shard_cache, bool file_size,
-                ShardScan& scan) {
-  std::shared_ptr<ShardInput> input;
-  if (shard_cache && shard_cache->caches(index.shards[shard])) {
-    auto copy = shard_cache->open(index.shards[shard], 0);
-    index.shard_bytes[shard] = copy->size();
-    input = std::move(copy);
-  } else {
-    input = open_shard(index.shards[shard]);
-  }
-  TarSampleGrouper grouper(index.shards[shard], static_cast<int32_t>(shard));
-  GroupedSample done;
-  auto keep = [&] {
-    scan.samples.add(done.sample);
-    ++index.shard_sizes[shard];
-  };
-  walk_tar(*input, index.shards[shard], TarSampleGrouper::is_label, [&](TarMember&& member) {
-    if (grouper.add(std::move(member), done)) keep();
-  });
-  if (grouper.finish(done)) keep();
-  if (file_size) {
-    input->skip(UINT64_MAX);
-    scan.file_size = input->position();
-  }
-}
-
-// Up to `streams` shards at once: a pipe: shard is a download that is
-// usually limited per connection (and a local one a chain of seeks), so one
-// at a time leaves the link idle. Shards are taken in order, so every shard
-// below a failed one was taken too: the error rethrown, the lowest shard's,
-// is the one a one-at-a-time pass would have met first.
-void scan_shards(TarIndex& index, ShardCache* shard_cache, bool file_sizes, int streams,
-                 std::vector<ShardScan>& scans) {
-  // Relaxed: the joins below order every scan's writes before our reads.
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  auto work = [&] {
-    for (;;) {
-      const size_t shard = next.fetch_add(1, std::memory_order_relaxed);
-      if (shard >= scans.size() || failed.load(std::memory_order_relaxed)) return;
-      try {
-        scan_shard(index, shard, shard_cache, file_sizes, scans[shard]);
-      } catch (...) {
-        scans[shard].error = std::current_exception();
-        failed.store(true, std::memory_order_relaxed);
-      }
-    }
-  };
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(streams), scans.size()) - 1;
-  std::vector<std::thread> threads;
-  try {
-    for (size_t i = 0; i < helpers; ++i) threads.emplace_back(work);
-  } catch (...) {  // no thread to be had: the ones started, and this one, go on
-  }
-  work();
-  for (std::thread& thread : threads) thread.join();
-  for (ShardScan& scan : scans) {
-    if (scan.error) std::rethrow_exception(scan.error);
-  }
-}
 
 // A worker's table must be the one its description names, and agree with
 // the shard list that travels beside it: the reader trusts both to find
@@ -117,15 +45,11 @@ void check_table(const TarIndex& index, const std::string& path, int64_t count,
 
 }  // namespace
 
-TarIndex index_tar_shards(const std::vector<std::string>& urls,
-                          int64_t shuffle_buffer, const ShardCacheOptions& cache,
-                          std::vector<uint64_t>* file_sizes, int streams) {
+TarIndex tar_shard_list(const std::vector<std::string>& urls, int64_t shuffle_buffer,
+                        const ShardCacheOptions& cache) {
   if (shuffle_buffer < 0) {
     throw OptionError("ringloader: shuffle_buffer must be >= 0, got " +
                       std::to_string(shuffle_buffer));
-  }
-  if (streams < 1) {
-    throw OptionError("ringloader: index_streams must be >= 1, got " + std::to_string(streams));
   }
   TarIndex index;
   index.shuffle_buffer = shuffle_buffer;
@@ -133,27 +57,20 @@ TarIndex index_tar_shards(const std::vector<std::string>& urls,
     for (std::string& shard : expand_braces(url)) index.shards.push_back(std::move(shard));
   }
   if (index.shards.empty()) throw OptionError("ringloader: no tar shard given");
-  if (index.shards.size() > (size_t{1} << 31) - 1) {
+  // ShardSample names hold a shard in 30 bits.
+  if (index.shards.size() >= (size_t{1} << 30)) {
     throw OptionError("ringloader: too many tar shards");
   }
-  index.shard_sizes.assign(index.shards.size(), 0);
-  index.shard_bytes.assign(index.shards.size(), 0);
   index.cache = cache;
-  std::unique_ptr<ShardCache> shard_cache;
-  if (cache.enabled()) shard_cache = std::make_unique<ShardCache>(cache);
-  std::vector<ShardScan> scans(index.shards.size());
-  scan_shards(index, shard_cache.get(), file_sizes != nullptr, streams, scans);
-  TarSampleTableBuilder samples;
-  for (ShardScan& scan : scans) {
-    samples.append(std::move(scan.samples));
-    if (file_sizes) file_sizes->push_back(scan.file_size);
-  }
-  if (samples.size() == 0) {
-    throw IoError("ringloader: the tar shards hold no sample (first shard: " +
-                  index.shards.front() + ")");
-  }
-  index.table = TarSampleTable::build(std::move(samples), index.shards.size());
   return index;
+}
+
+TarIndex index_tar_shards(const std::vector<std::string>& urls,
+                          int64_t shuffle_buffer, const ShardCacheOptions& cache,
+                          std::vector<uint64_t>* file_sizes, int streams) {
+  return ShardCounter(tar_shard_list(urls, shuffle_buffer, cache), file_sizes != nullptr,
+                      streams)
+      .finish(file_sizes);
 }
 
 std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
@@ -173,6 +90,7 @@ std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
 }
 
 nlohmann::json TarIndex::to_json() const {
+  if (streamed) return {{"shards", shards}, {"shuffle_buffer", shuffle_buffer}, {"streamed", true}};
   nlohmann::json out = {{"shards", shards}, {"shard_sizes", shard_sizes},
           {"shuffle_buffer", shuffle_buffer}, {"table", table->proc_path()},
           {"count", table->size()}, {"digest", table->digest()}, {"unplaced", has_unplaced}};
@@ -189,6 +107,10 @@ nlohmann::json TarIndex::to_json() const {
 }
 
 void TarIndex::require_placed(const std::string& what) const {
+  if (streamed) {
+    throw OptionError("ringloader: " + what + " needs the shards' index; a worker's view of "
+                      "shards indexed in the background has none");
+  }
   if (!has_unplaced) return;
   throw OptionError("ringloader: " + what + " needs a full shard index: " +
                     (manifest.empty() ? std::string("its index") : manifest) +
@@ -200,8 +122,17 @@ void TarIndex::require_placed(const std::string& what) const {
 TarIndex TarIndex::from_json(const nlohmann::json& description) {
   TarIndex index;
   index.shards = description.at("shards").get<std::vector<std::string>>();
-  index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
   index.shuffle_buffer = description.at("shuffle_buffer").get<int64_t>();
+  if (description.value("streamed", false)) {
+    // Read-only: ShardSample names are checked against the shard count.
+    if (index.shards.empty() || index.shards.size() >= (size_t{1} << 30)) {
+      throw IoError("ringloader: a streamed tar description lists " +
+                    std::to_string(index.shards.size()) + " shards");
+    }
+    index.streamed = true;
+    return index;
+  }
+  index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
   index.shard_bytes.assign(index.shards.size(), 0);
   index.manifest = description.value("manifest", std::string());
   index.has_unplaced = description.value("unplaced", false);

@@ -38,6 +38,11 @@ struct TarIndex {
   // their shards came from a counts-only index (a plain wids index), so
   // only the worker that streams such a shard learns their labels and names.
   bool has_unplaced = false;
+  // A worker's view of shards still being indexed in the background
+  // (TarShardOptions::index_in_background): shards and shuffle buffer only,
+  // no sizes, no table. Every sample it is asked for is a ShardSample
+  // (dataset.h), read by streaming its shard to it, its label from there.
+  bool streamed = false;
 
   // Throws OptionError when has_unplaced: `what` needs every sample's
   // label or place, and the message says how to write a full index.
@@ -52,6 +57,11 @@ struct TarIndex {
   nlohmann::json to_json() const;
   static TarIndex from_json(const nlohmann::json& description);
 };
+
+// The shard list of `urls` (brace patterns expanded), nothing indexed:
+// OptionError for no shard, too many, or a negative shuffle buffer.
+TarIndex tar_shard_list(const std::vector<std::string>& urls, int64_t shuffle_buffer,
+                        const ShardCacheOptions& cache = {});
 
 // Expands brace patterns in each URL, then indexes every shard: local
 // shards by their headers only (seeking over data), pipe: shards by

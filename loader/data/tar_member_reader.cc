@@ -28,6 +28,15 @@ TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_membe
 }
 
 int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
+  if (index_.streamed) {
+    // SampleSource checked the name; a direct caller gets the same check.
+    const ShardSample named = shard_sample_of(index);
+    if (!is_shard_sample(index) || named.shard >= static_cast<int64_t>(index_.shards.size())) {
+      throw IoError("ringloader: sample " + std::to_string(index) +
+                    " names no sample of these shards");
+    }
+    return read_ordinal(static_cast<int32_t>(named.shard), named.ordinal, out);
+  }
   const TarSample sample = checked_sample(index);
   const std::string& url = index_.shards[sample.shard];
   if (sample.placed()) check_member_size(sample.size, url, sample.image_name);
@@ -205,21 +214,23 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
 // shard is streamed as whole samples to the one asked for.
 int64_t TarMemberReader::read_unplaced(int64_t index, const TarSample& sample,
                                        std::vector<uint8_t>& out) {
-  std::lock_guard<std::mutex> lock(mutex_);
   // checked_sample put `index` among its shard's samples.
-  const int64_t ordinal = index - shard_first_[sample.shard];
+  return read_ordinal(sample.shard, index - shard_first_[sample.shard], out);
+}
+
+int64_t TarMemberReader::read_ordinal(int32_t shard, int64_t ordinal, std::vector<uint8_t>& out) {
+  std::lock_guard<std::mutex> lock(mutex_);
   int64_t label = -1;
-  if (take_cached({sample.shard, static_cast<uint64_t>(ordinal)}, out, &label)) return label;
-  PipeShard& pipe = pipe_shard(sample.shard);
+  if (take_cached({shard, static_cast<uint64_t>(ordinal)}, out, &label)) return label;
+  PipeShard& pipe = pipe_shard(shard);
   if (pipe.samples && pipe.samples->next_ordinal() > ordinal) {
     close_stream(pipe);
     ++pipe_restarts_;
   }
-  const std::string& url = index_.shards[sample.shard];
+  const std::string& url = index_.shards[shard];
   try {
     if (!pipe.samples) {
-      pipe.samples =
-          std::make_unique<TarSampleStream>(std::make_unique<PipeInput>(url), url, sample.shard);
+      pipe.samples = std::make_unique<TarSampleStream>(std::make_unique<PipeInput>(url), url, shard);
       ++pipe_commands_;
     }
     GroupedSample found;
@@ -238,10 +249,17 @@ int64_t TarMemberReader::read_unplaced(int64_t index, const TarSample& sample,
 void TarMemberReader::stream_to_ordinal(PipeShard& pipe, int64_t ordinal, GroupedSample& found) {
   TarSampleStream& stream = *pipe.samples;
   const int32_t shard = pipe.shard;
-  const int64_t counted = index_.shard_sizes[static_cast<size_t>(shard)];
+  // A streamed view has no count: the trainer counted the shard, and a
+  // shard that now ends sooner is the only mismatch a worker can see.
+  const int64_t counted = index_.streamed ? -1 : index_.shard_sizes[static_cast<size_t>(shard)];
   for (;;) {
     const int64_t at = stream.next_ordinal();
     const bool got = stream.next(found);
+    if (!got && counted < 0) {
+      throw IoError("ringloader: shard " + index_.shards[shard] + " ends after " +
+                    std::to_string(at) + " samples, sample " + std::to_string(ordinal) +
+                    " was asked for: it changed since it was indexed");
+    }
     if (!got || (at == counted - 1 && !stream.at_end())) {
       throw IoError("ringloader: shard " + index_.shards[shard] + ": stale index" +
                     (index_.manifest.empty() ? std::string() : " " + index_.manifest) +

@@ -11,7 +11,8 @@
 // buffer. Only a member older than the cache restarts a command (counted).
 //
 // A sample of a counts-only index (no offset: TarSample::placed() is
-// false) is the k-th sample of its pipe: shard: the shard's command is
+// false), or any sample of a streamed view (TarIndex::streamed, named by a
+// ShardSample), is the k-th sample of its pipe: shard: the shard's command is
 // streamed as whole samples (tar_sample_stream.h), the ones passed on the
 // way kept in the same look-back cache, and the label comes from the
 // stream's .cls member instead of the table.
@@ -76,6 +77,8 @@ class TarMemberReader {
   std::shared_ptr<FileInput> cached_file(int32_t shard);
   void read_pipe(const TarSample& sample, std::vector<uint8_t>& out);
   int64_t read_unplaced(int64_t index, const TarSample& sample, std::vector<uint8_t>& out);
+  // The ordinal-th sample of pipe: shard `shard`, streamed to; its label.
+  int64_t read_ordinal(int32_t shard, int64_t ordinal, std::vector<uint8_t>& out);
   void stream_to_ordinal(PipeShard& pipe, int64_t ordinal, GroupedSample& found);
   bool take_cached(const MemberKey& key, std::vector<uint8_t>& out, int64_t* label);
   PipeShard& pipe_shard(int32_t shard);

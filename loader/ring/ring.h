@@ -69,6 +69,17 @@ class Ring {
   }
   WorkerControl& worker(uint32_t index) const;
   std::atomic<int64_t>* order_table(uint64_t which) const;
+  // Entry `sample` (plan-local) of order table `which`. A table is a window
+  // the trainer refills as the epoch goes on (Loader::Impl::publish_more):
+  // sample i lives at i % order_capacity, so any index a peer hands us
+  // lands inside the table. Relaxed: the plan's release publishes entries.
+  int64_t order_entry(uint64_t which, uint64_t sample) const {
+    return order_table(which)[sample % geometry_.order_capacity].load(std::memory_order_relaxed);
+  }
+  // Trainer only.
+  void set_order_entry(uint64_t which, uint64_t sample, int64_t value) const {
+    order_table(which)[sample % geometry_.order_capacity].store(value, std::memory_order_relaxed);
+  }
   uint8_t* slot_data(uint32_t index) const;
   int64_t* slot_targets(uint32_t index) const;
   // The dataset indices of the samples in the slot, in order.

@@ -25,7 +25,7 @@ namespace ringloader::ring {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kMagic = 0x44414f4c474e4952ULL;  // "RINGLOAD"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;  // 4: order tables are windows (entry i % capacity)
 // Plans are double-double buffered: a worker that read plan t may still
 // look at it while the trainer publishes t+1, never t+4.
 inline constexpr uint32_t kPlanCount = 4;
@@ -41,7 +41,7 @@ struct alignas(kCacheLine) RingHeader {
   uint64_t sample_bytes;      // one transformed sample
   uint64_t slot_data_bytes;   // stride of slot data, page multiple
   uint64_t targets_offset;    // int64 labels, from the start of a slot's data
-  uint64_t order_capacity;    // entries per order table
+  uint64_t order_capacity;    // entries per order table (a window: i % capacity)
   uint64_t total_bytes;
   int32_t trainer_pid;
   // 1: the trainer holds a lock on the ring through a close-on-exec

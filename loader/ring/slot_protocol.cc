@@ -20,7 +20,9 @@ bool SlotProtocol::try_claim(Claim& claim,
     // so the plan was not rewritten while we read it.
     Claim candidate;
     uint64_t first = plan.first_batch.load(std::memory_order_relaxed);
-    uint64_t count = plan.batch_count.load(std::memory_order_relaxed);
+    // Acquire, and before the sample count: pairs with extend_plan's
+    // release, so the entries and count of a batch it added are seen.
+    uint64_t count = plan.batch_count.load(std::memory_order_acquire);
     candidate.epoch = plan.epoch.load(std::memory_order_relaxed);
     candidate.sample_count = plan.sample_count.load(std::memory_order_relaxed);
     candidate.order_table = plan.order_table.load(std::memory_order_relaxed);
@@ -54,16 +56,17 @@ bool SlotProtocol::try_claim(Claim& claim,
 
 bool SlotProtocol::plan_in_bounds(const Claim& claim) const {
   // Only the trainer publishes plans, but any worker can write them: a
-  // filler indexes the order table with these, so one out of bounds is no
-  // plan at all.
-  return claim.order_table < 2 && claim.sample_count <= ring_.geometry().order_capacity;
+  // filler picks the order table with this, so one out of bounds is no plan
+  // at all. Sample positions need no check: entries are read modulo the
+  // table's capacity (Ring::order_entry).
+  return claim.order_table < 2;
 }
 
 bool SlotProtocol::claim_of_plan(uint64_t batch_id, Claim& claim) const {
   uint64_t word = ring_.claims().claim.load(std::memory_order_acquire);
   const Plan& plan = ring_.plan(word >> kClaimTagShift);
   uint64_t first = plan.first_batch.load(std::memory_order_relaxed);
-  uint64_t count = plan.batch_count.load(std::memory_order_relaxed);
+  uint64_t count = plan.batch_count.load(std::memory_order_acquire);  // see try_claim
   if (batch_id < first || batch_id >= first + count) return false;
   claim.batch_id = batch_id;
   claim.local_index = batch_id - first;
@@ -184,6 +187,19 @@ uint64_t SlotProtocol::publish_plan(uint64_t epoch, uint64_t batch_count,
   claims.plan_signal.fetch_add(1, std::memory_order_release);
   futex_wake_all(claims.plan_signal);
   return first;
+}
+
+void SlotProtocol::extend_plan(uint64_t batch_count, uint64_t sample_count) const {
+  ClaimControl& claims = ring_.claims();
+  // Only the trainer publishes plans, so the claim word's tag names its own
+  // latest plan and nobody rewrites that plan meanwhile.
+  Plan& plan = ring_.plan(claims.claim.load(std::memory_order_acquire) >> kClaimTagShift);
+  plan.sample_count.store(sample_count, std::memory_order_relaxed);
+  // Release: the entries and sample count above are visible to a claimer
+  // that acquires the new count (try_claim, claim_of_plan).
+  plan.batch_count.store(batch_count, std::memory_order_release);
+  claims.plan_signal.fetch_add(1, std::memory_order_release);
+  futex_wake_all(claims.plan_signal);
 }
 
 bool SlotProtocol::try_acquire(uint64_t batch_id) const {

@@ -82,6 +82,14 @@ class SlotProtocol {
   enum class PlanStart { kSkipLeased, kContiguous };
   uint64_t publish_plan(uint64_t epoch, uint64_t batch_count, uint64_t sample_count,
                         uint64_t order_table, PlanStart start = PlanStart::kSkipLeased) const;
+  // Trainer: lets the current plan's claims go on to `batch_count` batches
+  // over `sample_count` samples, both no smaller than before; the caller
+  // wrote the new entries to the plan's order table first. Nothing claimed
+  // is cancelled. The trainer publishes a long epoch's order a window at a
+  // time (Loader::Impl::publish_more): a batch once claimable stays
+  // claimable with the same samples, because extensions only ever add
+  // whole batches after the last one, until the one that ends the epoch.
+  void extend_plan(uint64_t batch_count, uint64_t sample_count) const;
 
   // --- filler side ---
   // Either. Waits until the slot of `batch_id` is FREE for it and takes it

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/ring/slot_validation.h"
 
+#include "ringloader/dataset.h"
+
 #include <cstdio>
 #include <cstring>
 
@@ -82,8 +84,20 @@ int32_t read_filler(const Ring& ring, uint32_t slot) {
   return filler;
 }
 
+bool SampleRange::holds(int64_t index) const {
+  if (index >= 0 && index < dataset_size) return true;
+  return shards > 0 && is_shard_sample(index) &&
+         static_cast<uint64_t>(shard_sample_of(index).shard) < shards;
+}
+
+std::string SampleRange::text() const {
+  std::string out = "[0, " + std::to_string(dataset_size) + ")";
+  if (shards > 0) out += " or a sample of shard [0, " + std::to_string(shards) + ")";
+  return out;
+}
+
 ReadySlot read_ready_slot(const Ring& ring, uint64_t batch_id, uint32_t expected_count,
-                          int64_t dataset_size) {
+                          const SampleRange& range) {
   const RingGeometry& geometry = ring.geometry();
   const uint32_t slot = slot_of(batch_id, geometry.slot_count);
   ReadySlot out;
@@ -99,10 +113,9 @@ ReadySlot read_ready_slot(const Ring& ring, uint64_t batch_id, uint32_t expected
               count * sizeof(int64_t));
   for (uint32_t i = 0; i < count; ++i) {
     const int64_t index = out.sample_indices[i];
-    if (index < 0 || index >= dataset_size) {
+    if (!range.holds(index)) {
       out.violation = violation(slot, batch_id, "sample index " + std::to_string(i),
-                                std::to_string(index),
-                                "[0, " + std::to_string(dataset_size) + ")");
+                                std::to_string(index), range.text());
       out.sample_indices.clear();
       return out;
     }

@@ -28,11 +28,23 @@ struct ReadySlot {
   std::string violation;
 };
 
+// The sample names a slot may hold: dataset indices in [0, dataset_size),
+// or, with shards > 0, ShardSamples (dataset.h) of a shard below `shards`
+// (workers of tar shards still being indexed name samples so).
+struct SampleRange {
+  SampleRange(int64_t dataset_size, uint64_t shards = 0)  // NOLINT: a size is a range
+      : dataset_size(dataset_size), shards(shards) {}
+  int64_t dataset_size;
+  uint64_t shards;
+  bool holds(int64_t index) const;
+  std::string text() const;
+};
+
 // The READY slot of `batch_id`, which must hold exactly `expected_count`
-// samples (the trainer computes it from its own epoch order), each with a
-// dataset index in [0, dataset_size).
+// samples (the trainer computes it from its own epoch order), each named
+// inside `range`.
 ReadySlot read_ready_slot(const Ring& ring, uint64_t batch_id, uint32_t expected_count,
-                          int64_t dataset_size);
+                          const SampleRange& range);
 
 // A FAILED slot's error record, copied.
 struct FailedSlot {

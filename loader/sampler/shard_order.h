@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "ringloader/random.h"
+
 namespace ringloader::sampler {
 
 // A permutation of [0, sum(shard_sizes)); samples of shard s are the
@@ -18,5 +20,29 @@ namespace ringloader::sampler {
 void shard_shuffle_order(const std::vector<int64_t>& shard_sizes,
                          int64_t shuffle_buffer, uint64_t seed, uint64_t epoch,
                          std::vector<int64_t>& out);
+
+// The shards' visit order of shard_shuffle_order: a permutation of
+// [0, shard_count) that needs no shard's size.
+std::vector<int64_t> shard_visit_order(int64_t shard_count, uint64_t seed, uint64_t epoch);
+
+// shard_shuffle_order one shard at a time, in visit order: what it emits
+// after the shards given so far is a prefix of the whole order, because the
+// buffer's draws depend only on the samples already in it. So an order can
+// start before later shards' sizes are known. A sample is any value: the
+// caller picks how samples are named (dataset indices, or (shard, ordinal)).
+class ShardShuffleStream {
+ public:
+  ShardShuffleStream(int64_t shuffle_buffer, uint64_t seed, uint64_t epoch);
+  // Feeds the next visited shard, whose samples are first, first + 1, ...,
+  // first + count - 1; appends the samples the buffer lets go to `out`.
+  void add_shard(int64_t first, int64_t count, std::vector<int64_t>& out);
+  // After the last shard: appends what the buffer still holds, mixed.
+  void finish(std::vector<int64_t>& out);
+
+ private:
+  int64_t capacity_;
+  std::vector<int64_t> buffer_;
+  SampleRng rng_;
+};
 
 }  // namespace ringloader::sampler

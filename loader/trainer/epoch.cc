@@ -64,6 +64,27 @@ size_t Epoch::start() {
   return std::min(order_.size(), static_cast<size_t>(offset_ * batch_size_));
 }
 
+void Epoch::start_growing() {
+  epoch_ = next_epoch_++;
+  order_is_custom_ = false;
+  growing_ = true;
+  elastic_.clear();
+  order_.clear();
+  batch_count_ = 0;
+  offset_ = 0;
+  cursor_ = 0;
+}
+
+void Epoch::end_growing() {
+  growing_ = false;
+  // The sampler's trim (Sampler::samples_per_epoch, one rank).
+  if (sampler_.options().drop_last) {
+    order_.resize(order_.size() / static_cast<size_t>(batch_size_) *
+                  static_cast<size_t>(batch_size_));
+  }
+  batch_count_ = batches_for(order_.size());
+}
+
 void Epoch::opened(uint64_t first_batch) {
   first_batch_ = first_batch;
   open_ = true;
@@ -86,6 +107,15 @@ void Epoch::fill_state(LoaderState& state, int64_t not_handed_out) const {
   state.batches_in_epoch = batch_count_;
   if (order_is_custom_) state.order = order_;
   state.order_hash = order_hash(order_);
+  if (growing_) {
+    // Named by shard so far; the sampler (the full index's, set by the
+    // Loader first) gives the same order by dataset index, which a resume
+    // recomputes.
+    std::vector<int64_t> full, scratch;
+    sampler_.order_into(static_cast<uint64_t>(epoch_), full, scratch);
+    state.batches_in_epoch = batches_for(full.size());
+    state.order_hash = order_hash(full);
+  }
   state.elastic = from_stages(elastic_);
 }
 

@@ -39,6 +39,18 @@ class Epoch {
   // by a restored position are never decoded). Then opened() with the plan's
   // first batch id.
   size_t start();
+  // Starts the next epoch with an order that grows as its shards are
+  // indexed (streamed_order.h): empty now, appended to through
+  // growing_order() and grew(), closed by end_growing(). Only full batches
+  // count until then. No restored position or set_order() order may be
+  // pending (the Loader adopts the full index before either).
+  void start_growing();
+  std::vector<int64_t>& growing_order() { return order_; }
+  void grew() { batch_count_ = static_cast<int64_t>(order_.size()) / batch_size_; }
+  void end_growing();
+  bool growing() const { return growing_; }
+  // The full index arrived: the sampler it allows replaces the placeholder.
+  void set_sampler(sampler::Sampler sampler) { sampler_ = std::move(sampler); }
   void opened(uint64_t first_batch);
   bool open() const { return open_; }
   void close() { open_ = false; }
@@ -48,7 +60,7 @@ class Epoch {
   int64_t batch_count() const { return batch_count_; }
   // Batches the plan leaves out at the front (a restored position).
   int64_t offset() const { return offset_; }
-  bool done() const { return cursor_ >= batch_count_; }
+  bool done() const { return !growing_ && cursor_ >= batch_count_; }
   void advance() { ++cursor_; }
   const std::vector<int64_t>& order() const { return order_; }
   // The ring's id of batch `index` of this epoch.
@@ -89,6 +101,7 @@ class Epoch {
   std::vector<int64_t> order_scratch_;  // reused: no per-epoch allocation
   std::optional<std::vector<int64_t>> pending_order_;
   bool order_is_custom_ = false;  // order_ came from set_order()
+  bool growing_ = false;          // start_growing() until end_growing()
   // Batches of this epoch a restored state had consumed: the plan starts
   // after them and the cursor starts at them.
   int64_t offset_ = 0;

@@ -22,15 +22,6 @@ namespace {
 
 using trainer::sampler_options;
 
-// Tar shards shuffle shard order + a bounded buffer, so reads stay sequential.
-sampler::SamplerOptions with_shards(sampler::SamplerOptions out,
-                                    const Dataset& dataset) {
-  out.shard_sizes = dataset.shard_sizes();
-  out.shuffle_buffer = dataset.shuffle_buffer();
-  out.mix = trainer::mix_streams(dataset.mix_parts(), out.shard_sizes);
-  return out;
-}
-
 sampler::SamplerOptions with_mix(sampler::SamplerOptions out,
                                  const std::vector<MixPart>& mix) {
   out.mix = trainer::mix_streams(mix, {});
@@ -70,13 +61,20 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
     : options_(validate(std::move(options))),
       shape_(pipeline.output_shape(dataset.color_mode(), dataset.image_height(),
                                    dataset.image_width())),
-      dataset_size_(dataset.size()),
-      epoch_(sampler::Sampler(with_shards(sampler_options(dataset.size(), options_), dataset)),
-             options_.rank, options_.world_size),
+      counter_(index_to_stream(dataset, options_)),
+      dataset_size_(counter_ ? 0 : dataset.size()),
+      epoch_(first_sampler(dataset, counter_ != nullptr, options_), options_.rank,
+             options_.world_size),
       created_ns_(ring::monotonic_ns()) {
   check_tensor_rows(dataset, pipeline);
   size_ring();
-  config_.dataset = std::move(dataset);
+  if (counter_) {
+    shard_named_ = true;
+    config_.dataset = dataset.shard_named_view();
+    source_ = std::move(dataset);
+  } else {
+    config_.dataset = std::move(dataset);
+  }
   config_.pipeline = std::move(pipeline);
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
@@ -169,6 +167,12 @@ std::string Loader::Impl::describe_sample(int64_t index) const {
   if (external_) return "sample " + std::to_string(index);
   if (config_.dataset.tensor_rows()) return "sample " + std::to_string(index) + " (tensor rows)";
   const Dataset& dataset = config_.dataset;
+  if (shard_named_ && is_shard_sample(index)) {
+    const ShardSample sample = shard_sample_of(index);
+    const auto& shards = dataset.tar_index()->shards;
+    return "sample " + std::to_string(sample.ordinal) + " of shard " +
+           (static_cast<size_t>(sample.shard) < shards.size() ? shards[sample.shard] : "?");
+  }
   if (dataset.sample_table() && index >= 0 && index < dataset.size()) {
     return ringloader::describe_sample(index, dataset.sample_path(index));
   }
@@ -189,19 +193,37 @@ ring::RingGeometry Loader::Impl::geometry() const {
   geometry.worker_capacity = static_cast<uint32_t>(trainer::worker_capacity(options_));
   geometry.batch_size = static_cast<uint32_t>(options_.batch_size);
   geometry.sample_bytes = shape_.bytes();
-  geometry.order_capacity = static_cast<uint64_t>(std::max<int64_t>(
-      {int64_t{1}, epoch_.sampler().samples_per_epoch(), options_.max_samples_per_epoch}));
+  // A window of the epoch's order, not all of it (publish_more): an
+  // ImageNet epoch would otherwise hold 2 x 10 MB of shared memory. Shards
+  // still being indexed have no size yet: a window.
+  geometry.order_capacity = static_cast<uint64_t>(
+      counter_ ? order_window() : std::min(order_limit(), order_window()));
   return geometry;
 }
 
-int64_t Loader::Impl::size() const { return epoch_.size(); }
+int64_t Loader::Impl::size() {
+  adopt_index();
+  return epoch_.size();
+}
+
+int64_t Loader::Impl::order_limit() const {
+  return std::max<int64_t>(
+      {int64_t{1}, epoch_.sampler().samples_per_epoch(), options_.max_samples_per_epoch});
+}
+
+// Entries per order table: 4 x ring_slots batches at least, so a window
+// refilled at its half keeps twice the ring's batches claimable.
+int64_t Loader::Impl::order_window() const {
+  constexpr int64_t kMinWindowSamples = 65536;
+  return std::max(kMinWindowSamples, 4 * options_.ring_slots * options_.batch_size);
+}
 
 void Loader::Impl::check_order(const std::vector<int64_t>& indices) const {
   const int64_t dataset_size = dataset_size_;
-  if (indices.size() > ring_->geometry().order_capacity) {
+  if (static_cast<int64_t>(indices.size()) > order_limit()) {
     throw OptionError("ringloader: the epoch order lists " +
                       std::to_string(indices.size()) + " samples; at most " +
-                      std::to_string(ring_->geometry().order_capacity) +
+                      std::to_string(order_limit()) +
                       " fit (raise LoaderOptions::max_samples_per_epoch)");
   }
   for (size_t i = 0; i < indices.size(); ++i) {
@@ -215,6 +237,7 @@ void Loader::Impl::check_order(const std::vector<int64_t>& indices) const {
 }
 
 void Loader::Impl::set_order(std::vector<int64_t> indices) {
+  adopt_index();
   check_order(indices);
   epoch_.set_order(std::move(indices));
 }
@@ -228,27 +251,72 @@ void Loader::Impl::start_epoch() {
   put_back_.reset();
   // A restored position: the plan holds only the batches not yet consumed,
   // so the skipped ones are never decoded (epoch.cc).
-  const size_t first_sample = epoch_.start();
-  const std::vector<int64_t>& order = epoch_.order();
-  const uint64_t table = plans_published_++ % 2;
-  std::atomic<int64_t>* entries = ring_->order_table(table);
-  for (size_t i = first_sample; i < order.size(); ++i) {
-    entries[i - first_sample].store(order[i], std::memory_order_relaxed);
+  if (counter_ && counter_->complete()) adopt_index();
+  size_t first_sample = 0;
+  if (counter_) {
+    start_streamed_epoch();
+  } else {
+    streamed_.reset();
+    first_sample = epoch_.start();
   }
+  const std::vector<int64_t>& order = epoch_.order();
+  plan_.table = plans_published_++ % 2;
+  plan_.first_sample = first_sample;
+  plan_.samples = order.size() - first_sample;
+  plan_.batches = static_cast<uint64_t>(epoch_.batch_count() - epoch_.offset());
+  plan_.published_batches = 0;
+  plan_.published_samples = 0;
+  const uint64_t batches = plan_window_end(0);
+  write_plan_entries(batches);
   // publish_plan's release CAS makes the table visible to claimers, and
   // cancels whatever the previous epoch had claimed but we never took.
   // A Loader that waits for held slots keeps ids contiguous: its owner (the
   // node) sizes the ring so that, over one unbroken run of ids, no slot it
   // needs is still held (node_loader.cc).
   const uint64_t first_batch = protocol_->publish_plan(
-      static_cast<uint64_t>(epoch_.epoch()),
-      static_cast<uint64_t>(epoch_.batch_count() - epoch_.offset()),
-      order.size() - first_sample, table,
+      static_cast<uint64_t>(epoch_.epoch()), batches, plan_.published_samples, plan_.table,
       wait_for_held_slots_ ? ring::SlotProtocol::PlanStart::kContiguous
                            : ring::SlotProtocol::PlanStart::kSkipLeased);
   if (recovery_) recovery_->forget_before(first_batch);
   if (prefetcher_) prefetcher_->start(order, first_sample);
   epoch_.opened(first_batch);
+}
+
+// The plan's batches whose entries fit the order table's window when the
+// trainer's next batch is the plan's `plan_cursor`-th: entries of batches
+// before the cursor are done with (READY, taken), so their places are
+// free; all of the plan when the window holds it whole.
+uint64_t Loader::Impl::plan_window_end(uint64_t plan_cursor) const {
+  const uint64_t window = ring_->geometry().order_capacity / ring_->geometry().batch_size;
+  return std::min(plan_.batches, plan_cursor + window);
+}
+
+void Loader::Impl::write_plan_entries(uint64_t batches) {
+  const uint64_t batch_size = ring_->geometry().batch_size;
+  // Whole batches only: drop_last's leftover samples are never read, and
+  // writing them could wrap onto entries a filler still needs.
+  const uint64_t samples = std::min(plan_.samples, batches * batch_size);
+  const std::vector<int64_t>& order = epoch_.order();
+  for (uint64_t i = plan_.published_samples; i < samples; ++i) {
+    ring_->set_order_entry(plan_.table, i, order_entry(order[plan_.first_sample + i]));
+  }
+  plan_.published_batches = batches;
+  plan_.published_samples = samples;
+}
+
+// An epoch longer than the order table's window is published a window at a
+// time: once the batches left ahead of the cursor fall to half a window,
+// the plan is extended by what the consumed batches freed. Workers are then
+// at least half a window (>= 2 x ring_slots batches) from running dry.
+void Loader::Impl::publish_more() {
+  const auto plan_cursor = static_cast<uint64_t>(epoch_.cursor() - epoch_.offset());
+  const uint64_t window = ring_->geometry().order_capacity / ring_->geometry().batch_size;
+  if (epoch_.growing()) grow_epoch(plan_cursor, window);
+  if (plan_.published_batches == plan_.batches) return;
+  const uint64_t end = plan_window_end(plan_cursor);
+  if (end < plan_.batches && end - plan_.published_batches < window / 2) return;
+  write_plan_entries(end);
+  protocol_->extend_plan(plan_.published_batches, plan_.published_samples);
 }
 
 std::optional<Batch> Loader::Impl::next() {
@@ -309,6 +377,7 @@ std::optional<Batch> Loader::Impl::next_device() {
 
 std::optional<Batch> Loader::Impl::next_host(bool wait) {
   ring_->require_owner("take a batch");
+  publish_more();  // first: a growing epoch learns here where it ends
   if (epoch_.done()) {
     if (wait) epoch_.close();
     return std::nullopt;
@@ -330,7 +399,9 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   // The worker wrote the count and indices: copied and checked once, then
   // only the copies are used (slot_validation.h).
   ring::ReadySlot ready =
-      ring::read_ready_slot(*ring_, batch_id, epoch_.expected_samples(), dataset_size_);
+      ring::read_ready_slot(*ring_, batch_id, epoch_.expected_samples(),
+                            shard_named_ ? ring::SampleRange(0, config_.dataset.tar_index()->shards.size())
+                                         : ring::SampleRange(dataset_size_));
   if (!ready.violation.empty()) reject_batch(batch_id, ready.violation);
   protocol_->lease(batch_id);
   Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)
@@ -344,6 +415,7 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   // From the slot, not the order: with on_error = skip a substitute may
   // stand in for a bad sample.
   batch.sample_indices = std::move(ready.sample_indices);
+  if (shard_named_) name_by_index(batch.sample_indices);
   epoch_.advance();
   ++batches_;
   samples_ += static_cast<int64_t>(batch.sample_indices.size());

@@ -17,6 +17,7 @@
 #include "loader/trainer/epoch.h"
 #include "loader/trainer/held_batches.h"
 #include "loader/trainer/slot_releaser.h"
+#include "loader/trainer/streamed_order.h"
 #include "loader/trainer/worker_autotune.h"
 #include "loader/trainer/worker_pool.h"
 #include "loader/trainer/worker_recovery.h"
@@ -41,11 +42,13 @@ class RINGLOADER_HIDDEN Loader::Impl {
   void put_back(Batch batch);
   int64_t batches_handed_out() const { return handed_out_; }
 
-  // Mid-epoch resume (loader_state.cc).
-  LoaderState state_dict() const;
+  // Mid-epoch resume (loader_state.cc). Like size(), state_dict() waits for
+  // shards still being indexed (Loader::state_dict is const, the wait only
+  // fills in what the index says).
+  LoaderState state_dict();
   void load_state_dict(const LoaderState& state);
 
-  int64_t size() const;
+  int64_t size();
   const SampleShape& shape() const { return shape_; }
   const LoaderOptions& options() const { return options_; }
   LoaderStats stats() const;
@@ -67,6 +70,10 @@ class RINGLOADER_HIDDEN Loader::Impl {
   void spawn(std::vector<std::string> command, const std::string& config_text);
   ring::RingGeometry geometry() const;
   std::optional<Batch> next_host(bool wait);
+  // The epoch's plan, published a window of the order table at a time.
+  uint64_t plan_window_end(uint64_t plan_cursor) const;
+  void write_plan_entries(uint64_t batches);
+  void publish_more();
   std::optional<Batch> next_device();
   uint32_t wait_for(uint64_t batch_id);
   void fill_in_process(uint64_t batch_id);
@@ -89,7 +96,11 @@ class RINGLOADER_HIDDEN Loader::Impl {
   // iteration (CUDA is never touched at construction).
   void start_cuda_once();
   std::string describe_sample(int64_t index) const;
-  // set_order's rules: at most the ring's order capacity, inside the dataset.
+  // Most samples an epoch's order may list (max_samples_per_epoch or the
+  // sampler's), and the part of it one order table holds at a time.
+  int64_t order_limit() const;
+  int64_t order_window() const;
+  // set_order's rules: at most order_limit(), inside the dataset.
   void check_order(const std::vector<int64_t>& indices) const;
   // loader_state.cc: what a state must match.
   void check_state_matches(const LoaderState& state) const;
@@ -109,6 +120,35 @@ class RINGLOADER_HIDDEN Loader::Impl {
   std::unique_ptr<worker::BatchFiller> in_process_;
   std::unique_ptr<trainer::WorkerAutotune> autotune_;   // kAutoWorkers only
   std::unique_ptr<data::ShardPrefetcher> prefetcher_;   // cached tar shards only
+  // loader_streamed.cc: tar shards still being indexed when the loader was
+  // made (TarShardOptions::index_in_background). Until the index is
+  // complete, counter_ is set, dataset_size_ is 0 and the sampler is a
+  // placeholder; an epoch started then grows as shards are indexed
+  // (streamed_). Workers got the shard-named view (TarIndex::streamed), so
+  // every order entry is written as a ShardSample, and slot indices are
+  // turned back into dataset indices once shard_first_ is known.
+  std::shared_ptr<data::ShardCounter> counter_;
+  Dataset source_;  // as given, when workers got the shard-named view
+  bool shard_named_ = false;
+  std::vector<int64_t> shard_first_;  // first dataset index of each shard
+  std::unique_ptr<trainer::StreamedOrder> streamed_;
+  static std::shared_ptr<data::ShardCounter> index_to_stream(const Dataset& dataset,
+                                                             const LoaderOptions& options);
+  static sampler::Sampler first_sampler(const Dataset& dataset, bool streaming,
+                                        const LoaderOptions& options);
+  const Dataset& source() const { return shard_named_ ? source_ : config_.dataset; }
+  // Waits for the index, then gives the loader its size, sampler and shard
+  // starts; nothing when it has them.
+  void adopt_index();
+  void start_streamed_epoch();
+  // Appends what indexed shards allow to a growing epoch; waits when the
+  // cursor's batch is not in it yet.
+  void grow_epoch(uint64_t plan_cursor, uint64_t window);
+  int64_t order_entry(int64_t sample) const;
+  void name_by_index(std::vector<int64_t>& indices);
+  // ShardSamples of the trainer's own order from `from` on, renamed by
+  // dataset index (shard_first_ known).
+  void by_index_from(std::vector<int64_t>& order, size_t from) const;
   int64_t dataset_size_ = 0;
   bool external_ = false;
   // Declared after ring_: unpinned before the ring can be unmapped, also
@@ -127,6 +167,16 @@ class RINGLOADER_HIDDEN Loader::Impl {
   // The epoch in progress and the next one (plan, cursor, order, resume).
   trainer::Epoch epoch_;
   uint64_t plans_published_ = 0;
+  // The plan in progress, in plan-local terms (its sample i is the order's
+  // first_sample + i, its batch j the epoch's offset + j).
+  struct PlanProgress {
+    uint64_t table = 0;
+    uint64_t first_sample = 0;
+    uint64_t samples = 0;
+    uint64_t batches = 0;
+    uint64_t published_batches = 0;
+    uint64_t published_samples = 0;
+  } plan_;
   mutable std::string data_hash_;      // dataset + pipeline, computed once
 
   uint64_t created_ns_ = 0;

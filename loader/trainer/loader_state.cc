@@ -39,7 +39,7 @@ std::string Loader::Impl::options_fingerprint() const {
       // Where tar shards are cached is not what they hold: a job may resume
       // with another cache folder, or none; nor is which shard index file
       // (if any) their index was read from.
-      nlohmann::json description = config_.dataset.to_json();
+      nlohmann::json description = source().to_json();
       description.erase("cache");
       description.erase("shard_bytes");
       description.erase("manifest");
@@ -55,8 +55,9 @@ std::string Loader::Impl::options_fingerprint() const {
          " data=" + data_hash_;
 }
 
-LoaderState Loader::Impl::state_dict() const {
+LoaderState Loader::Impl::state_dict() {
   if (!epoch_.open() && epoch_.loaded()) return *epoch_.loaded();  // not yet started
+  adopt_index();  // the state names dataset indices and sizes
   LoaderState state;
   state.seed = options_.seed;
   state.dataset_size = dataset_size_;
@@ -106,6 +107,7 @@ void Loader::Impl::check_state_matches(const LoaderState& state) const {
 }
 
 void Loader::Impl::load_state_dict(const LoaderState& state) {
+  adopt_index();  // a state is a position in the sampler's order
   check_state_matches(state);
   epoch_.load(state, [this](const std::vector<int64_t>& order) { check_order(order); });
 }

@@ -124,7 +124,7 @@ void BatchFiller::run_one(const ring::Claim& claim, int64_t sample,
     target = source_.copy_row(sample, destination);
     return;
   }
-  SampleRng rng(seed_, claim.epoch, static_cast<uint64_t>(sample));
+  SampleRng rng(seed_, claim.epoch, source_.random_key(sample));
   target = source_.load(sample, scratch.image, scratch.file_bytes, scratch.timing,
                         pipeline_.region_planner(rng));
   uint64_t start = ring::monotonic_ns();
@@ -173,7 +173,6 @@ void BatchFiller::report_skip(int64_t sample, int64_t substitute,
 
 void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
                                uint64_t end, uint32_t slot_index) {
-  const std::atomic<int64_t>* order = ring_.order_table(claim.order_table);
   const uint64_t sample_bytes = ring_.geometry().sample_bytes;
   uint8_t* data = ring_.slot_data(slot_index);
   int64_t* targets = ring_.slot_targets(slot_index);
@@ -182,9 +181,9 @@ void BatchFiller::fill_samples(const ring::Claim& claim, uint64_t begin,
   Failure failure;
   auto fill_one = [&](uint64_t position) {
     ThreadScratch& scratch = scratch_->per_thread.local();
-    // Relaxed: the order table was published before the plan (release) that
-    // the claim acquired.
-    int64_t sample = order[begin + position].load(std::memory_order_relaxed);
+    // The order table was published before the plan (release) that the
+    // claim acquired.
+    int64_t sample = ring_.order_entry(claim.order_table, begin + position);
     try {
       indices[position] = load_one(claim, sample, scratch,
                                    data + position * sample_bytes,

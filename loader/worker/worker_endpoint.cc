@@ -63,9 +63,8 @@ std::optional<WorkerEndpoint::Task> WorkerEndpoint::next_task() {
   task.batch_id = claim->batch_id;
   task.epoch = static_cast<int64_t>(claim->epoch);
   task.index = static_cast<int64_t>(claim->local_index);
-  const std::atomic<int64_t>* order = state_->ring->order_table(claim->order_table);
   for (uint64_t i = begin; i < end; ++i) {
-    task.samples.push_back(order[i].load(std::memory_order_relaxed));
+    task.samples.push_back(state_->ring->order_entry(claim->order_table, i));
   }
   ring::SlotControl& slot = state_->ring->slot_for_batch(task.batch_id);
   slot.filler.store(state_->worker_index, std::memory_order_relaxed);

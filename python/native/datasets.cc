@@ -35,8 +35,19 @@ py::array labels_view(const Dataset& dataset) {
 
 void register_datasets(py::module_& module) {
   py::class_<Dataset>(module, "DatasetHandle")
-      .def("__len__", &Dataset::size)
-      .def("json", [](const Dataset& d) { return d.to_json().dump(); })
+      // Both wait for tar shards still being indexed in the background.
+      .def("__len__", [](const Dataset& d) {
+        py::gil_scoped_release release;
+        return d.size();
+      })
+      .def("json", [](const Dataset& d) {
+        py::gil_scoped_release release;
+        return d.to_json().dump();
+      })
+      // Never waits: whether tar shards are still being indexed, and their
+      // list (the description a Loader's workers get meanwhile).
+      .def("indexing", [](const Dataset& d) { return d.background_index() != nullptr; })
+      .def("shard_named_json", [](const Dataset& d) { return d.shard_named_view().to_json().dump(); })
       .def("path", &Dataset::sample_path)
       .def("label", &Dataset::sample_label)
       .def("paths", [](const Dataset& d, int64_t begin, int64_t end) {

@@ -198,10 +198,12 @@ PYBIND11_MODULE(_ringloader, module) {
                               int64_t shuffle_buffer, const std::string& mode,
                               const std::string& cache_dir, uint64_t cache_limit_bytes,
                               int prefetch_shards, bool cache_local, int fetch_attempts,
-                              const std::string& index, int index_streams) {
+                              const std::string& index, int index_streams,
+                              bool index_in_background) {
     TarShardOptions options;
     options.index = index;
     options.index_streams = index_streams;
+    options.index_in_background = index_in_background;
     options.shuffle_buffer = shuffle_buffer;
     options.mode = mode == "L" ? ColorMode::kGray : ColorMode::kRGB;
     options.cache_dir = cache_dir;
@@ -219,7 +221,8 @@ PYBIND11_MODULE(_ringloader, module) {
      py::arg("prefetch_shards") = TarShardOptions{}.prefetch_shards,
      py::arg("cache_local") = TarShardOptions{}.cache_local,
      py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts,
-     py::arg("index") = "", py::arg("index_streams") = TarShardOptions{}.index_streams);
+     py::arg("index") = "", py::arg("index_streams") = TarShardOptions{}.index_streams,
+     py::arg("index_in_background") = TarShardOptions{}.index_in_background);
   // TarShardOptions' defaults, declared once in dataset.h: TarShards'
   // keyword defaults are read from here (datasets.py).
   module.def("tar_shard_defaults", [] {
@@ -230,6 +233,7 @@ PYBIND11_MODULE(_ringloader, module) {
     out["prefetch_shards"] = defaults.prefetch_shards;
     out["cache_local"] = defaults.cache_local;
     out["fetch_attempts"] = defaults.fetch_attempts;
+    out["index_in_background"] = defaults.index_in_background;
     out["index_streams"] = defaults.index_streams;
     return out;
   });
@@ -357,6 +361,16 @@ PYBIND11_MODULE(_ringloader, module) {
              return std::make_unique<Loader>(std::move(data), std::move(ops), parsed);
            }),
            py::arg("dataset_json"), py::arg("pipeline_json"), py::arg("options"))
+      // The dataset itself, not its description: tar shards still being
+      // indexed in the background have no description yet (it would wait).
+      .def(py::init([](const Dataset& dataset, const std::string& pipeline,
+                       const py::dict& options) {
+             auto parsed = options_from_dict(options);
+             auto ops = pipeline_from_json(pipeline);
+             py::gil_scoped_release release;
+             return std::make_unique<Loader>(dataset, std::move(ops), parsed);
+           }),
+           py::arg("dataset"), py::arg("pipeline_json"), py::arg("options"))
       .def("set_epoch", &Loader::set_epoch)
       .def("set_order", &Loader::set_order)
       .def("start_epoch", [](Loader& loader) {

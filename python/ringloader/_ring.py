@@ -87,8 +87,12 @@ class CppWorkersBackend(RingBackend):
         super().__init__(order)
         self._source = source
         self._converted, self._target_transform = converted, target_transform
+        # A handle when the source has one (TarShards still indexing has no
+        # description to give yet).
+        handle = getattr(source, "ringloader_dataset_handle", None)
         self._native = _ringloader.NativeLoader(
-            source.ringloader_dataset_json(), source.ringloader_pipeline_json(), options)
+            handle() if handle else source.ringloader_dataset_json(),
+            source.ringloader_pipeline_json(), options)
 
     @property
     def native(self):

@@ -258,7 +258,10 @@ class DataLoader(torch.utils.data.DataLoader):
             "ring_memory_budget_bytes": int(ring_memory_budget_bytes),
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
-            "max_samples_per_epoch": max(
+            # Shards still being indexed have no len() yet; the loader's
+            # own order needs no room beyond the dataset's.
+            "max_samples_per_epoch": 0 if args.order.builtin and getattr(
+                dataset, "ringloader_indexing", False) else max(
                 len(dataset),
                 _stream.CHUNK_BATCHES * batch_size if args.order.streamed
                 else len(self._index_batches) * batch_size if args.order.custom_batches

@@ -258,7 +258,13 @@ class TarShards(NativeDataset):
     ``targets`` raises ``OptionError`` (labels are read from the shards as
     they stream; ``docs/tar_shards.md``, "A plain wids index"). Without
     an index, construction reads ``index_streams`` shards at once (Default:
-    8): a ``pipe:`` download is usually limited per connection.
+    8): a ``pipe:`` download is usually limited per connection. When every
+    shard is ``pipe:`` and there is no ``cache_dir``, it reads them in the
+    background instead (``index_in_background``, Default: True): it returns
+    at once, and a DataLoader's first epoch starts after its first shard
+    is indexed, with the order a full index gives (``docs/tar_shards.md``,
+    "Indexing while reading"). ``len()``, ``shard_sizes``, ``targets``,
+    ``len(loader)`` and ``state_dict()`` wait for the index.
     """
 
     ringloader_native_shuffle = True
@@ -269,7 +275,8 @@ class TarShards(NativeDataset):
                  prefetch_shards=_TAR_DEFAULTS["prefetch_shards"],
                  cache_local=_TAR_DEFAULTS["cache_local"],
                  fetch_attempts=_TAR_DEFAULTS["fetch_attempts"], index=None,
-                 index_streams=_TAR_DEFAULTS["index_streams"]):
+                 index_streams=_TAR_DEFAULTS["index_streams"],
+                 index_in_background=_TAR_DEFAULTS["index_in_background"]):
         if urls is None:
             urls = []
         elif isinstance(urls, (str, os.PathLike)):
@@ -280,7 +287,7 @@ class TarShards(NativeDataset):
         handle = _ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
             int(prefetch_shards), bool(cache_local), int(fetch_attempts), index,
-            int(index_streams))
+            int(index_streams), bool(index_in_background))
         super().__init__({"kind": "tar"}, transform, target_transform)
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None
@@ -293,20 +300,49 @@ class TarShards(NativeDataset):
     # description names it, and ``targets`` is a view of its labels.
     def _set_handle(self, handle):
         self._tar = handle
-        description = json.loads(handle.json())  # shards, not samples
-        self.urls = description["shards"]
-        self.shard_sizes = description["shard_sizes"]
-        self._manifest = description.get("manifest")
-        self.counts_only = bool(description.get("unplaced"))
-        self._shard_ends = list(_itertools.accumulate(self.shard_sizes))
+        # Shards still being indexed (index_in_background) have a list, not
+        # yet sizes: what needs sizes reads them on first use, and waits.
+        self.urls = json.loads(handle.shard_named_json() if handle.indexing()
+                               else handle.json())["shards"]
         # Read on first use: a counts-only index raises OptionError there.
         self.targets = TargetList(handle)
+
+    def _described(self, key):
+        description = self.__dict__.get("_index_description")
+        if description is None:
+            description = self.__dict__["_index_description"] = json.loads(self._tar.json())
+        return description.get(key)
+
+    @property
+    def shard_sizes(self):
+        return self._described("shard_sizes")
+
+    @property
+    def counts_only(self):
+        return bool(self._described("unplaced"))
+
+    @property
+    def _manifest(self):
+        return self._described("manifest")
+
+    @property
+    def _shard_ends(self):
+        return list(_itertools.accumulate(self.shard_sizes))
+
+    @property
+    def ringloader_indexing(self):
+        """Whether the shards are still being indexed in the background
+        (never waits)."""
+        return self._tar.indexing()
 
     def __len__(self):
         return len(self._tar)
 
     def ringloader_dataset_json(self):
         return self._tar.json()
+
+    def ringloader_dataset_handle(self):
+        return self._tar
 
     def _label(self, index):
         return self._tar.label(index)
@@ -317,6 +353,7 @@ class TarShards(NativeDataset):
         state = dict(self.__dict__)
         state["_tar"] = self._tar.json()
         state.pop("targets", None)
+        state.pop("_index_description", None)
         return state
 
     def __setstate__(self, state):

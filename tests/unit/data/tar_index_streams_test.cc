@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/data/shard_counter.h"
 #include "loader/data/tar_index.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
@@ -112,6 +113,44 @@ TEST_F(TarIndexStreamsTest, TheLowestFailingShardIsTheErrorWhateverFinishesFirst
 TEST_F(TarIndexStreamsTest, StreamsBelowOneAreRefused) {
   make_shard(0);
   EXPECT_THROW(index_tar_shards({dir_ + "/s-00.tar"}, 0, {}, nullptr, 0), OptionError);
+}
+
+// In the background (ShardCounter): a shard's count is there once that
+// shard is indexed, whatever the others do; prefer() starts shards in the
+// order a first epoch visits them.
+TEST_F(TarIndexStreamsTest, AShardIsCountedBeforeTheOthersEnd) {
+  std::vector<std::string> urls;
+  for (int s = 0; s < 4; ++s) urls.push_back(make_shard(s));
+  const std::string gate = dir_ + "/gate";
+  for (int s : {0, 1, 3}) {
+    urls[s] = "pipe:while [ ! -e " + gate + " ]; do sleep 0.02; done; cat " + urls[s];
+  }
+  urls[2] = "pipe:cat " + urls[2];
+  // Shards 0 and 1 may have started before prefer(): a third stream is
+  // left for shard 2 either way.
+  ShardCounter counter(tar_shard_list(urls, 0), false, 3);
+  counter.prefer({2, 0});
+  EXPECT_EQ(counter.wait_for(2), (2 * 5) % 9 + 1);
+  EXPECT_FALSE(counter.counted(0).has_value());
+  EXPECT_FALSE(counter.complete());
+  std::ofstream(gate) << "open";
+  EXPECT_EQ(counter.wait_for(3), (3 * 5) % 9 + 1);
+  EXPECT_EQ(counter.index()->shard_sizes, (std::vector<int64_t>{1, 6, 2, 7}));
+  EXPECT_TRUE(counter.complete());
+  EXPECT_EQ(counter.index()->size(), 16);
+}
+
+TEST_F(TarIndexStreamsTest, AFailedShardIsItsWaitersErrorAndNeverComplete) {
+  std::vector<std::string> urls;
+  for (int s = 0; s < 3; ++s) urls.push_back(make_shard(s));
+  urls[1] = "pipe:echo not a tar";
+  ShardCounter counter(tar_shard_list(urls, 0), false, 1);
+  EXPECT_EQ(counter.wait_for(0), 1);
+  EXPECT_THROW(counter.wait_for(1), IoError);
+  EXPECT_THROW(counter.wait_for(2), IoError);  // never started: 1's error
+  EXPECT_FALSE(counter.complete());
+  EXPECT_THROW(counter.index(), IoError);
+  EXPECT_THROW(counter.index(), IoError);  // every caller
 }
 
 }  // namespace

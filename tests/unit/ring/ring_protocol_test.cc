@@ -67,6 +67,58 @@ TEST(SlotProtocol, ClaimsFollowPlansAndStopAtTheirEnd) {
   EXPECT_FALSE(protocol.cancelled(4));
 }
 
+TEST(SlotProtocol, AnExtendedPlanGoesOnWithoutCancellingItsClaims) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  Claim claim;
+  EXPECT_EQ(protocol.publish_plan(0, 2, 8, 0), 0u);
+  ASSERT_TRUE(protocol.try_claim(claim));
+  ASSERT_TRUE(protocol.try_claim(claim));
+  EXPECT_FALSE(protocol.try_claim(claim));  // the window's end
+  const uint32_t signal = ring->claims().plan_signal.load(std::memory_order_acquire);
+  protocol.extend_plan(4, 14);
+  EXPECT_NE(ring->claims().plan_signal.load(std::memory_order_acquire), signal);
+  EXPECT_FALSE(protocol.cancelled(1));
+  for (uint64_t expected = 2; expected < 4; ++expected) {
+    ASSERT_TRUE(protocol.try_claim(claim));
+    EXPECT_EQ(claim.batch_id, expected);
+    EXPECT_EQ(claim.sample_count, 14u);  // the last batch holds 2
+  }
+  EXPECT_FALSE(protocol.try_claim(claim));
+  EXPECT_EQ(protocol.publish_plan(1, 1, 4, 1), 4u);  // a new epoch after it
+}
+
+// A claimer that sees an extension's batch count sees its entries.
+TEST(SlotProtocol, EntriesOfAnExtensionAreVisibleToItsClaimers) {
+  auto ring = Ring::create(small_geometry(4));
+  SlotProtocol protocol(*ring);
+  constexpr uint64_t kBatches = 2000;
+  protocol.publish_plan(0, 1, 4, 0);
+  for (uint64_t i = 0; i < 4; ++i) ring->set_order_entry(0, i, static_cast<int64_t>(i));
+  std::atomic<uint64_t> taken{0};
+  std::atomic<bool> wrong{false};
+  std::thread claimer([&] {
+    Claim claim;
+    while (taken.load(std::memory_order_relaxed) < kBatches) {
+      if (!protocol.try_claim(claim)) continue;
+      const uint64_t begin = claim.local_index * 4;
+      if (ring->order_entry(0, begin) != static_cast<int64_t>(begin)) wrong = true;
+      taken.fetch_add(1, std::memory_order_release);
+    }
+  });
+  for (uint64_t batches = 2; batches <= kBatches; ++batches) {
+    // Window of 16 batches' worth of entries: wait until the claimer is
+    // past the entries about to be overwritten.
+    while (taken.load(std::memory_order_acquire) + 15 < batches) std::this_thread::yield();
+    for (uint64_t i = (batches - 1) * 4; i < batches * 4; ++i) {
+      ring->set_order_entry(0, i, static_cast<int64_t>(i));
+    }
+    protocol.extend_plan(batches, batches * 4);
+  }
+  claimer.join();
+  EXPECT_FALSE(wrong.load());
+}
+
 TEST(SlotProtocol, SlotWalksThroughItsPhases) {
   auto ring = Ring::create(small_geometry(2));
   SlotProtocol protocol(*ring);

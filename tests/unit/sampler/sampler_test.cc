@@ -6,6 +6,7 @@
 #include <set>
 
 #include "loader/sampler/sampler.h"
+#include "loader/sampler/shard_order.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::sampler {
@@ -106,6 +107,36 @@ TEST(Sampler, RejectsBadOptions) {
   opts.rank = 2;
   opts.world_size = 2;
   EXPECT_THROW(Sampler{opts}, OptionError);
+}
+
+// The streamed order (one shard at a time, in visit order) is the whole
+// order, prefix by prefix, whatever the samples are called: a first epoch
+// can start before later shards are counted.
+TEST(ShardShuffleStream, EachShardGivenExtendsAPrefixOfTheWholeOrder) {
+  const std::vector<int64_t> sizes = {5, 0, 17, 3, 40, 1, 9};
+  std::vector<int64_t> first(sizes.size());
+  std::exclusive_scan(sizes.begin(), sizes.end(), first.begin(), int64_t{0});
+  for (int64_t buffer : {0, 1, 8, 1000}) {
+    std::vector<int64_t> whole;
+    shard_shuffle_order(sizes, buffer, 21, 3, whole);
+    // Samples named (shard << 32) | ordinal, as a stream that knows no
+    // dataset index would name them.
+    ShardShuffleStream stream(buffer, 21, 3);
+    std::vector<int64_t> streamed;
+    for (int64_t shard : shard_visit_order(static_cast<int64_t>(sizes.size()), 21, 3)) {
+      const size_t before = streamed.size();
+      stream.add_shard(shard << 32, sizes[shard], streamed);
+      for (size_t i = before; i < streamed.size(); ++i) {
+        const int64_t s = streamed[i] >> 32;
+        ASSERT_EQ(first[s] + (streamed[i] & 0xffffffff), whole[i]) << "buffer " << buffer;
+      }
+    }
+    stream.finish(streamed);
+    ASSERT_EQ(streamed.size(), whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      EXPECT_EQ(first[streamed[i] >> 32] + (streamed[i] & 0xffffffff), whole[i]);
+    }
+  }
 }
 
 }  // namespace
