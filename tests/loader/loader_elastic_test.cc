@@ -17,14 +17,6 @@ namespace {
 
 constexpr int64_t kBatch = 2;
 
-std::string shard_tool() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  std::string path(self);
-  return path.substr(0, path.rfind('/')) + "/ringloader-shard";
-}
-
 LoaderOptions rank_options(int rank, int world) {
   LoaderOptions out;
   out.batch_size = kBatch;
@@ -60,7 +52,7 @@ class Elastic : public ::testing::Test {
     testing::make_image_folder(dir_ / "images", 1, 23, "jpg", 8, 12);
     folder_ = Dataset::image_folder(dir_ / "images");
     ASSERT_EQ(std::system(("mkdir -p '" + (dir_ / "shards") + "'").c_str()), 0);
-    const std::string command = "'" + shard_tool() + "' '" + (dir_ / "images") + "' '" +
+    const std::string command = "'" + testing::sibling_executable("ringloader-shard") + "' '" + (dir_ / "images") + "' '" +
                                 (dir_ / "shards") + "/s-%04d.tar' --max-count 8 > /dev/null";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     tars_ = Dataset::tar_shards({dir_ / "shards/s-{0000..0002}.tar"}, TarShardOptions{3});

@@ -27,14 +27,6 @@
 namespace ringloader {
 namespace {
 
-std::string sibling(const std::string& name) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  std::string path(self);
-  return path.substr(0, path.rfind('/')) + "/" + name;
-}
-
 class ProcessFaults : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -107,7 +99,7 @@ TEST_F(ProcessFaults, ExternalWorkerKilledJustBeforePublishLosesNothing) {
   ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
                    ("endpoint.before_publish:" + marker).c_str(), 1), 0);
   ExternalWorkers workers;
-  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
   workers.dataset_size = 24;
   workers.sample_bytes = 8;
@@ -135,7 +127,7 @@ TEST_F(ProcessFaults, WorkerKilledPublishingAnAbandonedBatchLeavesNoParkedSlot) 
                    ("publish.cancelled_before_advance:" + marker).c_str(), 1), 0);
   ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "300", 1), 0);
   ExternalWorkers workers;
-  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
   workers.dataset_size = 16;
   workers.sample_bytes = 8;
@@ -170,7 +162,7 @@ TEST_F(ProcessFaults, WorkerKilledFillingAnAbandonedBatchLeavesNoStuckSlot) {
                    ("endpoint.before_publish:" + marker).c_str(), 1), 0);
   ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "500", 1), 0);
   ExternalWorkers workers;
-  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
   workers.dataset_size = 16;
   workers.sample_bytes = 8;
@@ -241,7 +233,7 @@ TEST_F(ProcessFaults, AnExternalWorkerPausedRightAfterStartingIsNotKilledAsHung)
   ASSERT_EQ(setenv("RINGLOADER_FAULT_SIGNAL_AT", stop_at("endpoint.ready", marker).c_str(), 1),
             0);
   ExternalWorkers workers;
-  workers.command = {sibling("ringloader_test_external_worker")};
+  workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
   workers.dataset_size = 24;
   workers.sample_bytes = 8;

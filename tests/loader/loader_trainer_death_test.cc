@@ -24,14 +24,6 @@ extern char** environ;
 namespace ringloader {
 namespace {
 
-std::string helper_path() {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "ringloader_test_trainer";
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/')) + "/ringloader_test_trainer";
-}
-
 // /dev/shm's entries that neither torch's shared-memory manager ("torch_")
 // nor Python's multiprocessing ("sem.", "psm_", "mp-") made: ctest runs the
 // Python suite beside this test, and its torch DataLoaders come and go there.
@@ -64,7 +56,7 @@ TEST_F(TrainerDeath, NoWorkerOrFileOutlivesTheTrainer) {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::string helper = helper_path();
+    std::string helper = testing::sibling_executable("ringloader_test_trainer");
     std::string folder = dir_ / "images";
     const char* argv[] = {helper.c_str(), folder.c_str(), mode.c_str(), nullptr};
     pid_t trainer = -1;
@@ -111,7 +103,7 @@ TEST_F(TrainerDeath, WorkersEndWhenTheTrainerExecsAway) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::string helper = helper_path();
+  std::string helper = testing::sibling_executable("ringloader_test_trainer");
   std::string folder = dir_ / "images";
   const char* argv[] = {helper.c_str(), folder.c_str(), "exec", nullptr};
   pid_t trainer = -1;

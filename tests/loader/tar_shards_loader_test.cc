@@ -24,14 +24,6 @@
 namespace ringloader {
 namespace {
 
-std::string tool_path() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  std::string path(self);
-  return path.substr(0, path.rfind('/')) + "/ringloader-shard";
-}
-
 Pipeline augmenting_pipeline() {
   return Pipeline{RandomResizedCrop(16), RandomHorizontalFlip(), ToTensor()};
 }
@@ -76,7 +68,7 @@ class TarShardsLoader : public ::testing::Test {
  protected:
   void SetUp() override {
     testing::make_image_folder(dir_ / "images", 3, 10, "jpg");
-    std::string command = "'" + tool_path() + "' '" + (dir_ / "images") + "' '" +
+    std::string command = "'" + testing::sibling_executable("ringloader-shard") + "' '" + (dir_ / "images") + "' '" +
                           (dir_ / "shards") + "/train-%04d.tar' --max-count 7 > /dev/null";
     ASSERT_EQ(std::system(("mkdir -p '" + (dir_ / "shards") + "'").c_str()), 0);
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
@@ -377,7 +369,7 @@ TEST_F(TarShardsLoader, AShardIndexSkipsStreamingAndGivesTheSameEpochs) {
   const std::string urls_b = "pipe:echo run >> '" + counter + "'; cat '" +
                              (dir_ / "shards/train-{0002..0004}.tar'");
   for (const auto& [urls, name] : {std::pair{urls_a, "a.json"}, std::pair{urls_b, "b.json"}}) {
-    std::string command = "'" + tool_path() + "' --index-only '" + (dir_ / name) + "' \"" +
+    std::string command = "'" + testing::sibling_executable("ringloader-shard") + "' --index-only '" + (dir_ / name) + "' \"" +
                           urls + "\" > /dev/null";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }

@@ -22,14 +22,6 @@ namespace {
 
 constexpr int kShards = 5;  // 7, 7, 7, 7, 2 samples
 
-std::string tool_path() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  self[n > 0 ? n : 0] = '\0';
-  std::string path(self);
-  return path.substr(0, path.rfind('/')) + "/ringloader-shard";
-}
-
 LoaderOptions loader_options(int workers, bool shuffle, bool drop_last) {
   LoaderOptions options = testing::make_options(4, workers);
   options.shuffle = shuffle;
@@ -48,7 +40,7 @@ class StreamedEpoch : public ::testing::Test {
   void SetUp() override {
     testing::make_image_folder(dir_ / "images", 3, 10, "png");
     ASSERT_EQ(std::system(("mkdir -p '" + (dir_ / "shards") + "'").c_str()), 0);
-    const std::string command = "'" + tool_path() + "' '" + (dir_ / "images") + "' '" +
+    const std::string command = "'" + testing::sibling_executable("ringloader-shard") + "' '" + (dir_ / "images") + "' '" +
                                 (dir_ / "shards") + "/s-%04d.tar' --max-count 7 > /dev/null";
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }

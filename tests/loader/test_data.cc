@@ -65,6 +65,14 @@ void make_image_folder(const std::string& root, int classes, int per_class,
   }
 }
 
+std::string sibling_executable(const std::string& name) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return name;
+  const std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/')) + "/" + name;
+}
+
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;

@@ -31,6 +31,10 @@ void make_image_folder(const std::string& root, int classes, int per_class,
 
 void write_file(const std::string& path, const std::string& bytes);
 
+// `name` in the test executable's own folder (ringloader-shard, the test
+// trainer and worker programs the build puts beside it).
+std::string sibling_executable(const std::string& name);
+
 // File descriptors of this process that point at a ringloader memfd, and
 // its mappings of one: both must be empty once every Loader is gone.
 int count_ringloader_fds();
