@@ -26,6 +26,7 @@ median is printed.
 
     nice -n 19 python3 bench/shard_start.py                    # 1,000 x 170 KB at 50 MB/s
     nice -n 19 python3 bench/shard_start.py --per-shard 32 --data /tmp/rl-start-32
+    nice -n 19 python3 bench/shard_start.py --epoch   # and the whole first epoch
 """
 import argparse
 import json
@@ -80,7 +81,7 @@ def make_data(root, shards, per_shard, image_kib):
 
 # ---- one side, in its own interpreter ----
 
-def run_side(side, urls, index, batch_size, workers, streams, background):
+def run_side(side, urls, index, batch_size, workers, streams, background, epoch):
     # Imports are not timed: each side's interpreter and torch differ.
     if side == "webdataset":
         import torch
@@ -101,10 +102,15 @@ def run_side(side, urls, index, batch_size, workers, streams, background):
                                                 index_in_background=background)
         loader = ringloader.DataLoader(dataset, batch_size=batch_size, num_workers=workers)
     built = time.monotonic() - start
-    images, _ = next(iter(loader))
+    batches = iter(loader)
+    images, _ = next(batches)
     first = time.monotonic() - start
     assert images.shape[0] == batch_size, images.shape
-    print(json.dumps({"construct_s": built, "first_batch_s": first}), flush=True)
+    out = {"construct_s": built, "first_batch_s": first}
+    if epoch:
+        out["samples"] = images.shape[0] + sum(images.shape[0] for images, _ in batches)
+        out["epoch_s"] = time.monotonic() - start
+    print(json.dumps(out), flush=True)
 
 
 def measure(python, side, urls, index, streams, background, args):
@@ -114,7 +120,7 @@ def measure(python, side, urls, index, streams, background, args):
     command = [python, os.path.abspath(__file__), "--side", side, "--urls", urls,
                "--index", index or "", "--batch-size", str(args.batch_size),
                "--workers", str(args.workers), "--streams", str(streams),
-               "--background", str(int(background))]
+               "--background", str(int(background))] + (["--epoch"] if args.epoch else [])
     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -147,12 +153,14 @@ def main():
                         help="TarShards(index_streams=) of the no-index rows after the first")
     parser.add_argument("--peers-python", default=PEERS,
                         help="an interpreter with webdataset and torch (Default: the peers venv)")
+    parser.add_argument("--epoch", action="store_true",
+                        help="also time the whole first epoch (construction to its end)")
     parser.add_argument("--background", type=int, default=1,
                         help="(one side) TarShards(index_in_background=)")
     args = parser.parse_args()
     if args.side:
         return run_side(args.side, args.urls, args.index, args.batch_size, args.workers,
-                        args.streams, bool(args.background))
+                        args.streams, bool(args.background), args.epoch)
     if not shutil.which("perl"):
         sys.exit("needs perl (bench/throttle.pl)")
     out = make_data(args.data, args.shards, args.per_shard, args.image_kib)
@@ -181,13 +189,16 @@ def main():
         sides.append(("WebDataset 1.0.2", args.peers_python, "webdataset", "", 1, True))
     else:
         print(f"WebDataset row skipped: {args.peers_python} is absent")
-    print("| | construction | first batch |\n|---|---|---|")
+    print("| | construction | first batch |" + (" first epoch |" if args.epoch else "") +
+          "\n|---|---|---|" + ("---|" if args.epoch else ""))
     for name, python, side, side_index, streams, background in sides:
         runs = [measure(python, side, urls, side_index, streams, background, args)
                 for _ in range(args.repeats)]
         construct = statistics.median(r["construct_s"] for r in runs)
         first = statistics.median(r["first_batch_s"] for r in runs)
-        print(f"| {name} | {construct:.2f} s | {first:.2f} s |", flush=True)
+        epoch = (f" {statistics.median(r['epoch_s'] for r in runs):.2f} s "
+                 f"({runs[0]['samples']} samples) |" if args.epoch else "")
+        print(f"| {name} | {construct:.2f} s | {first:.2f} s |{epoch}", flush=True)
 
 
 if __name__ == "__main__":
