@@ -43,6 +43,10 @@ inline constexpr int64_t shard_sample_index(ShardSample sample) {
 inline constexpr ShardSample shard_sample_of(int64_t index) {
   return {(index >> 32) & ((int64_t{1} << 30) - 1), index & 0xffffffff};
 }
+// Whether `index` is a ShardSample of one of `shard_count` shards.
+inline constexpr bool is_shard_sample(int64_t index, int64_t shard_count) {
+  return is_shard_sample(index) && shard_sample_of(index).shard < shard_count;
+}
 
 // One sample of a file-backed dataset: an encoded image and its label.
 struct RINGLOADER_EXPORT FileSample {

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/sample_source.h"
 
-#include <algorithm>
-#include <numeric>
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -52,20 +49,15 @@ SampleSource::SampleSource(Dataset dataset, transforms::DecodeLimits limits)
   if (dataset_.tar_index()) {
     tar_reader_ = std::make_unique<TarMemberReader>(*dataset_.tar_index());
     streamed_ = dataset_.tar_index()->streamed;
-    const std::vector<int64_t>& sizes = dataset_.tar_index()->shard_sizes;
-    shard_first_.assign(sizes.size() + 1, 0);
-    std::partial_sum(sizes.begin(), sizes.end(), shard_first_.begin() + 1);
   }
 }
 
 uint64_t SampleSource::random_key(int64_t index) const {
-  if (streamed_ || shard_first_.size() < 2 || index < 0 || index >= shard_first_.back()) {
+  // A streamed view's samples are ShardSamples already.
+  if (!tar_reader_ || streamed_ || index < 0 || index >= tar_reader_->starts().total()) {
     return static_cast<uint64_t>(index);
   }
-  const auto next = std::upper_bound(shard_first_.begin(), shard_first_.end(), index);
-  const auto shard = static_cast<int64_t>(next - shard_first_.begin()) - 1;
-  return static_cast<uint64_t>(
-      shard_sample_index({shard, index - shard_first_[static_cast<size_t>(shard)]}));
+  return static_cast<uint64_t>(tar_reader_->starts().shard_sample(index));
 }
 
 int64_t SampleSource::shard_fetches() const {
@@ -81,8 +73,7 @@ uint64_t SampleSource::shard_bytes_fetched() const {
 bool SampleSource::in_range(int64_t index) const {
   if (!streamed_) return index >= 0 && index < size();
   // A streamed view numbers nothing: every sample is named by its shard.
-  return is_shard_sample(index) &&
-         shard_sample_of(index).shard < static_cast<int64_t>(dataset_.tar_index()->shards.size());
+  return is_shard_sample(index, static_cast<int64_t>(dataset_.tar_index()->shards.size()));
 }
 
 std::string SampleSource::describe(int64_t index) const {

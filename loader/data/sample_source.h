@@ -73,7 +73,6 @@ class SampleSource {
   std::unique_ptr<TarMemberReader> tar_reader_;  // tar shards only
   // Tar shards still being indexed: samples are named by shard (ShardSample).
   bool streamed_ = false;
-  std::vector<int64_t> shard_first_;  // indexed tar shards: each one's first sample
   bool in_range(int64_t index) const;
 };
 

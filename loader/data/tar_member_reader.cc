@@ -19,22 +19,19 @@ constexpr size_t kOpenCached = 4;
 TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_members)
     : index_(index),
       pipe_cache_members_(static_cast<size_t>(
-          pipe_cache_members >= 0 ? pipe_cache_members : 2 * index.shuffle_buffer + 256)) {
-  shard_first_.resize(index.shard_sizes.size() + 1, 0);
-  for (size_t s = 0; s < index.shard_sizes.size(); ++s) {
-    shard_first_[s + 1] = shard_first_[s] + index.shard_sizes[s];
-  }
+          pipe_cache_members >= 0 ? pipe_cache_members : 2 * index.shuffle_buffer + 256)),
+      starts_(index.shard_sizes) {
   if (index.cache.enabled()) shard_cache_ = std::make_unique<ShardCache>(index.cache);
 }
 
 int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
   if (index_.streamed) {
     // SampleSource checked the name; a direct caller gets the same check.
-    const ShardSample named = shard_sample_of(index);
-    if (!is_shard_sample(index) || named.shard >= static_cast<int64_t>(index_.shards.size())) {
+    if (!is_shard_sample(index, static_cast<int64_t>(index_.shards.size()))) {
       throw IoError("ringloader: sample " + std::to_string(index) +
                     " names no sample of these shards");
     }
+    const ShardSample named = shard_sample_of(index);
     return read_ordinal(static_cast<int32_t>(named.shard), named.ordinal, out);
   }
   const TarSample sample = checked_sample(index);
@@ -68,8 +65,7 @@ int64_t TarMemberReader::read(int64_t index, std::vector<uint8_t>& out) {
 TarSample TarMemberReader::checked_sample(int64_t index) const {
   TarSample sample = index_.sample(index);
   const size_t shard = static_cast<size_t>(sample.shard);
-  if (shard + 1 >= shard_first_.size() || index < shard_first_[shard] ||
-      index >= shard_first_[shard + 1]) {
+  if (shard >= starts_.shards() || index < starts_.first(shard) || index >= starts_.end(shard)) {
     throw IoError("ringloader: tar sample table " + index_.table->proc_path() + ": sample " +
                   std::to_string(index) + " names shard " + std::to_string(shard) +
                   ", outside that shard's samples (a corrupt table)");
@@ -188,8 +184,8 @@ void TarMemberReader::read_pipe(const TarSample& sample, std::vector<uint8_t>& o
 void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
   PipeInput& input = *pipe.input;
   // The first sample of the shard at or after the stream's position.
-  int64_t next = shard_first_[target.shard];
-  int64_t end = shard_first_[target.shard + 1];
+  int64_t next = starts_.first(static_cast<size_t>(target.shard));
+  int64_t end = starts_.end(static_cast<size_t>(target.shard));
   for (int64_t count = end - next; count > 0;) {
     const int64_t half = count / 2;
     if (index_.table->offset(next + half) < input.position()) {
@@ -215,7 +211,8 @@ void TarMemberReader::stream_to(PipeShard& pipe, const TarSample& target) {
 int64_t TarMemberReader::read_unplaced(int64_t index, const TarSample& sample,
                                        std::vector<uint8_t>& out) {
   // checked_sample put `index` among its shard's samples.
-  return read_ordinal(sample.shard, index - shard_first_[sample.shard], out);
+  return read_ordinal(sample.shard, index - starts_.first(static_cast<size_t>(sample.shard)),
+                      out);
 }
 
 int64_t TarMemberReader::read_ordinal(int32_t shard, int64_t ordinal, std::vector<uint8_t>& out) {

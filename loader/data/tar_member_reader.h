@@ -34,6 +34,7 @@
 
 #include "loader/data/shard_cache.h"
 #include "loader/data/shard_input.h"
+#include "loader/data/shard_starts.h"
 #include "loader/data/tar_index.h"
 #include "loader/data/tar_sample_stream.h"
 
@@ -57,6 +58,8 @@ class TarMemberReader {
   uint64_t pipe_bytes_streamed() const;
   // The shard cache, or null without one.
   const ShardCache* shard_cache() const { return shard_cache_.get(); }
+  // Where each shard's samples start (empty for a streamed view).
+  const ShardStarts& starts() const { return starts_; }
 
  private:
   // (shard, offset), or (shard, ordinal) in a shard a counts-only index
@@ -95,7 +98,7 @@ class TarMemberReader {
 
   const TarIndex& index_;
   const size_t pipe_cache_members_;
-  std::vector<int64_t> shard_first_;  // first sample index of each shard
+  ShardStarts starts_;
   mutable std::mutex mutex_;
   // Most-recently-used first; bounded so thousands of shards never exhaust
   // file descriptors (and pipes never pile up).

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/ring/slot_validation.h"
 
-#include "ringloader/dataset.h"
-
 #include <cstdio>
 #include <cstring>
+
+#include "ringloader/dataset.h"
 
 #include "loader/ring/slot_protocol.h"
 
@@ -86,8 +86,7 @@ int32_t read_filler(const Ring& ring, uint32_t slot) {
 
 bool SampleRange::holds(int64_t index) const {
   if (index >= 0 && index < dataset_size) return true;
-  return shards > 0 && is_shard_sample(index) &&
-         static_cast<uint64_t>(shard_sample_of(index).shard) < shards;
+  return is_shard_sample(index, static_cast<int64_t>(shards));
 }
 
 std::string SampleRange::text() const {

@@ -41,11 +41,13 @@ class Epoch {
   size_t start();
   // Starts the next epoch with an order that grows as its shards are
   // indexed (streamed_order.h): empty now, appended to through
-  // growing_order() and grew(), closed by end_growing(). Only full batches
+  // mutable_order() and grew(), closed by end_growing(). Only full batches
   // count until then. No restored position or set_order() order may be
   // pending (the Loader adopts the full index before either).
   void start_growing();
-  std::vector<int64_t>& growing_order() { return order_; }
+  // The order to append to while growing, or to rename by dataset index
+  // once the index arrives (same samples, same places).
+  std::vector<int64_t>& mutable_order() { return order_; }
   void grew() { batch_count_ = static_cast<int64_t>(order_.size()) / batch_size_; }
   void end_growing();
   bool growing() const { return growing_; }

@@ -288,6 +288,13 @@ std::optional<Batch> Loader::Impl::next_device() {
   return out;
 }
 
+// What a worker may name in a slot: dataset indices, or only ShardSamples
+// for a loader whose workers got the shard-named view.
+ring::SampleRange Loader::Impl::slot_sample_range() const {
+  if (!shard_named_) return ring::SampleRange(dataset_size_);
+  return ring::SampleRange(0, config_.dataset.tar_index()->shards.size());
+}
+
 std::optional<Batch> Loader::Impl::next_host(bool wait) {
   ring_->require_owner("take a batch");
   publish_more();  // first: a growing epoch learns here where it ends
@@ -312,9 +319,7 @@ std::optional<Batch> Loader::Impl::next_host(bool wait) {
   // The worker wrote the count and indices: copied and checked once, then
   // only the copies are used (slot_validation.h).
   ring::ReadySlot ready =
-      ring::read_ready_slot(*ring_, batch_id, epoch_.expected_samples(),
-                            shard_named_ ? ring::SampleRange(0, config_.dataset.tar_index()->shards.size())
-                                         : ring::SampleRange(dataset_size_));
+      ring::read_ready_slot(*ring_, batch_id, epoch_.expected_samples(), slot_sample_range());
   if (!ready.violation.empty()) reject_batch(batch_id, ready.violation);
   protocol_->lease(batch_id);
   Batch batch = external_ ? trainer::lease_raw_batch(ring_, releaser_, batch_id)

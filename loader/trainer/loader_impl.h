@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "loader/data/shard_prefetcher.h"
+#include "loader/data/shard_starts.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
+#include "loader/ring/slot_validation.h"
 #include "loader/trainer/device_stage.h"
 #include "loader/trainer/epoch.h"
 #include "loader/trainer/held_batches.h"
@@ -70,8 +72,10 @@ class RINGLOADER_HIDDEN Loader::Impl {
   void spawn(std::vector<std::string> command, const std::string& config_text);
   ring::RingGeometry geometry() const;
   std::optional<Batch> next_host(bool wait);
+  ring::SampleRange slot_sample_range() const;
   // The epoch's plan, published a window of the order table at a time.
   uint64_t plan_window_end(uint64_t plan_cursor) const;
+  uint64_t window_batches() const;  // whole batches one order table holds
   void write_plan_entries(uint64_t batches);
   void publish_more();
   std::optional<Batch> next_device();
@@ -126,11 +130,11 @@ class RINGLOADER_HIDDEN Loader::Impl {
   // placeholder; an epoch started then grows as shards are indexed
   // (streamed_). Workers got the shard-named view (TarIndex::streamed), so
   // every order entry is written as a ShardSample, and slot indices are
-  // turned back into dataset indices once shard_first_ is known.
+  // turned back into dataset indices once shard_starts_ is known.
   std::shared_ptr<data::ShardCounter> counter_;
   Dataset source_;  // as given, when workers got the shard-named view
   bool shard_named_ = false;
-  std::vector<int64_t> shard_first_;  // first dataset index of each shard
+  data::ShardStarts shard_starts_;  // once the index is adopted
   std::unique_ptr<trainer::StreamedOrder> streamed_;
   static std::shared_ptr<data::ShardCounter> index_to_stream(const Dataset& dataset,
                                                              const LoaderOptions& options);
@@ -147,7 +151,7 @@ class RINGLOADER_HIDDEN Loader::Impl {
   int64_t order_entry(int64_t sample) const;
   void name_by_index(std::vector<int64_t>& indices);
   // ShardSamples of the trainer's own order from `from` on, renamed by
-  // dataset index (shard_first_ known).
+  // dataset index (shard_starts_ known).
   void by_index_from(std::vector<int64_t>& order, size_t from) const;
   int64_t dataset_size_ = 0;
   bool external_ = false;

@@ -63,8 +63,11 @@ void Loader::Impl::start_epoch() {
 // before the cursor are done with (READY, taken), so their places are
 // free; all of the plan when the window holds it whole.
 uint64_t Loader::Impl::plan_window_end(uint64_t plan_cursor) const {
-  const uint64_t window = ring_->geometry().order_capacity / ring_->geometry().batch_size;
-  return std::min(plan_.batches, plan_cursor + window);
+  return std::min(plan_.batches, plan_cursor + window_batches());
+}
+
+uint64_t Loader::Impl::window_batches() const {
+  return ring_->geometry().order_capacity / ring_->geometry().batch_size;
 }
 
 void Loader::Impl::write_plan_entries(uint64_t batches) {
@@ -86,7 +89,7 @@ void Loader::Impl::write_plan_entries(uint64_t batches) {
 // at least half a window (>= 2 x ring_slots batches) from running dry.
 void Loader::Impl::publish_more() {
   const auto plan_cursor = static_cast<uint64_t>(epoch_.cursor() - epoch_.offset());
-  const uint64_t window = ring_->geometry().order_capacity / ring_->geometry().batch_size;
+  const uint64_t window = window_batches();
   if (epoch_.growing()) grow_epoch(plan_cursor, window);
   if (plan_.published_batches == plan_.batches) return;
   const uint64_t end = plan_window_end(plan_cursor);

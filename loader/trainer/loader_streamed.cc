@@ -4,9 +4,6 @@
 // while reading"). The loader starts with no dataset size: its first epoch
 // grows as shards are indexed (streamed_order.h), and it adopts the index
 // (size, sampler, shard starts) as soon as something needs it whole.
-#include <algorithm>
-#include <numeric>
-
 #include "loader/trainer/distributed.h"
 #include "loader/trainer/loader_impl.h"
 #include "ringloader/errors.h"
@@ -39,20 +36,18 @@ void Loader::Impl::adopt_index() {
   if (!counter_) return;
   const data::TarIndex& index = *counter_->index();  // waits
   counter_.reset();
-  shard_first_.assign(index.shard_sizes.size() + 1, 0);
-  std::partial_sum(index.shard_sizes.begin(), index.shard_sizes.end(), shard_first_.begin() + 1);
+  shard_starts_ = data::ShardStarts(index.shard_sizes);
   dataset_size_ = index.size();
   epoch_.set_sampler(first_sampler(source_, false, options_));
   // An epoch read meanwhile names its samples by dataset index from now on
   // (state_dict hashes its order; resumes compare it with the sampler's).
-  by_index_from(epoch_.growing_order(), 0);
+  by_index_from(epoch_.mutable_order(), 0);
 }
 
 void Loader::Impl::by_index_from(std::vector<int64_t>& order, size_t from) const {
   for (size_t i = from; i < order.size(); ++i) {
-    if (!is_shard_sample(order[i])) continue;
-    const ShardSample sample = shard_sample_of(order[i]);
-    order[i] = shard_first_[static_cast<size_t>(sample.shard)] + sample.ordinal;
+    // The trainer's own order names only samples of counted shards.
+    if (is_shard_sample(order[i])) order[i] = *shard_starts_.index_of(shard_sample_of(order[i]));
   }
 }
 
@@ -61,15 +56,14 @@ void Loader::Impl::start_streamed_epoch() {
   streamed_ = std::make_unique<trainer::StreamedOrder>(
       counter_, options_.shuffle, options_.seed, static_cast<uint64_t>(epoch_.epoch()));
   // The first window (or, with nothing indexed yet, the first batch).
-  const uint64_t window = ring_->geometry().order_capacity / ring_->geometry().batch_size;
   plan_.batches = 0;
   plan_.samples = 0;
-  grow_epoch(0, window);
+  grow_epoch(0, window_batches());
 }
 
 void Loader::Impl::grow_epoch(uint64_t plan_cursor, uint64_t window) {
   const uint64_t batch_size = ring_->geometry().batch_size;
-  std::vector<int64_t>& order = epoch_.growing_order();
+  std::vector<int64_t>& order = epoch_.mutable_order();
   const size_t before = order.size();
   // What is indexed already, up to a window ahead; then, only if the
   // cursor's own batch is not in the order yet, wait for more shards.
@@ -78,7 +72,7 @@ void Loader::Impl::grow_epoch(uint64_t plan_cursor, uint64_t window) {
     complete = streamed_->extend(order, (plan_cursor + 1) * batch_size, true);
   }
   if (counter_ && counter_->complete()) adopt_index();
-  if (!shard_first_.empty()) by_index_from(order, before);
+  if (!shard_starts_.empty()) by_index_from(order, before);
   if (complete) {
     epoch_.end_growing();
     streamed_.reset();
@@ -93,29 +87,27 @@ void Loader::Impl::grow_epoch(uint64_t plan_cursor, uint64_t window) {
 int64_t Loader::Impl::order_entry(int64_t sample) const {
   if (!shard_named_ || is_shard_sample(sample)) return sample;
   // A dataset index (epochs after the index arrived, set_order, resume).
-  const auto next = std::upper_bound(shard_first_.begin(), shard_first_.end(), sample);
-  const auto shard = static_cast<int64_t>(next - shard_first_.begin()) - 1;
-  return shard_sample_index({shard, sample - shard_first_[static_cast<size_t>(shard)]});
+  return shard_starts_.shard_sample(sample);
 }
 
 // Dataset indices as soon as every shard is counted (the slot's names were
 // checked against the shard count, read_ready_slot).
 void Loader::Impl::name_by_index(std::vector<int64_t>& indices) {
   if (counter_ && counter_->complete()) adopt_index();
-  if (shard_first_.empty()) return;
+  if (shard_starts_.empty()) return;
   // Checked here, unlike by_index_from's: a worker wrote these.
   for (int64_t& index : indices) {
     if (!is_shard_sample(index)) continue;
     const ShardSample sample = shard_sample_of(index);
-    const auto shard = static_cast<size_t>(sample.shard);
-    const int64_t first = shard_first_[shard];
-    if (sample.ordinal >= shard_first_[shard + 1] - first) {
+    const std::optional<int64_t> named = shard_starts_.index_of(sample);
+    if (!named) {
+      const auto shard = static_cast<size_t>(sample.shard);
       throw WorkerError("ringloader: " + where() + ": a worker read sample " +
                         std::to_string(sample.ordinal) + " of shard " +
                         config_.dataset.tar_index()->shards[shard] + ", which holds " +
-                        std::to_string(shard_first_[shard + 1] - first));
+                        std::to_string(shard_starts_.end(shard) - shard_starts_.first(shard)));
     }
-    index = first + sample.ordinal;
+    index = *named;
   }
 }
 
