@@ -43,7 +43,7 @@ bool StreamedOrder::extend(std::vector<int64_t>& order, size_t min_size, bool wa
     } catch (const std::exception&) {
       // A shard that failed is an error when the epoch needs it, not
       // before: the batches ahead of it are still handed out.
-      if (!wait) break;
+      if (!wait || order.size() >= min_size) break;
       throw;
     }
     if (!count) {

@@ -31,8 +31,9 @@ class StreamedOrder {
   // Appends the samples of the next shards in the order that are indexed.
   // With `wait`, also waits for shards until `order` holds `min_size`
   // samples or is complete. Returns whether the order is complete (every
-  // shard given, the buffer drained). Rethrows a shard's IoError, only
-  // when waiting: the samples before it are all in `order` by then.
+  // shard given, the buffer drained). Rethrows a shard's IoError only when
+  // waiting for samples that shard holds: the ones before it are all in
+  // `order` by then.
   bool extend(std::vector<int64_t>& order, size_t min_size, bool wait);
 
  private:
