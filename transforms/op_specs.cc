@@ -42,6 +42,10 @@ ParamSpec interpolation(std::string value) {
 }
 ParamSpec size_param(std::string doc) { return required("size", ParamType::kInts, std::move(doc)); }
 ParamSpec fill(std::string doc) { return optional("fill", ParamType::kInts, 0, std::move(doc)); }
+ParamSpec augment_fill() {
+  return optional("fill", ParamType::kNumbers, nullptr,
+                  "fill outside warped images: one value or one per channel; None: 0");
+}
 ParamSpec padding_mode() {
   return choice("padding_mode", "constant", kPaddingModes, "how padded pixels are filled");
 }
@@ -106,6 +110,25 @@ std::vector<OpSpec> make_specs() {
         interpolation("nearest"),
         optional("fill", ParamType::kNumbers, 0, "one value or one per channel"),
         optional("center", ParamType::kNumbers, nullptr, "[x, y]; None: the image centre")}},
+      {"AutoAugment", "AutoAugment's learned sub-policies (torchvision's draws and PIL ops).",
+       {choice("policy", "imagenet", {"imagenet", "cifar10", "svhn"}, "the learned policy"),
+        interpolation("nearest"), augment_fill()}},
+      {"RandAugment", "num_ops ops drawn uniformly, each at a fixed magnitude bin, signs at random.",
+       {number("num_ops", 2, 0, 1000, "ops applied in sequence"),
+        number("magnitude", 9, 0, 1e6, "the magnitude bin, below num_magnitude_bins"),
+        number("num_magnitude_bins", 31, 2, 1e6, "bins between no change and the op's maximum"),
+        interpolation("nearest"), augment_fill()}},
+      {"TrivialAugmentWide", "One op and one magnitude bin drawn uniformly (wide ranges).",
+       {number("num_magnitude_bins", 31, 2, 1e6, "bins between no change and the op's maximum"),
+        interpolation("nearest"), augment_fill()}},
+      {"AugMix", "Chains of random ops mixed with Dirichlet and Beta weights (on tensors).",
+       {number("severity", 3, 1, 10, "magnitude bins drawn from: the first `severity` of 10"),
+        number("mixture_width", 3, 1, 1000, "number of chains"),
+        number("chain_depth", -1, -1e6, 1000, "ops per chain; <= 0: 1 to 3 at random"),
+        number("alpha", 1.0, 0, 1e9, "Dirichlet and Beta concentration, > 0"),
+        optional("all_ops", ParamType::kBool, true, "include Brightness, Color, Contrast, Sharpness"),
+        choice("interpolation", "bilinear", {"nearest", "bilinear"}, "resampling filter"),
+        augment_fill()}},
       {"ToTensor", "End the image part: float32 CHW in [0, 1].", {}},
       {"PILToTensor", "End the image part: uint8 CHW.", {}},
       {"Normalize", "(x - mean) / std per channel, after ToTensor.",

@@ -6,6 +6,7 @@
 
 #include "ringloader/transforms.h"
 #include "transforms/affine_ops.h"
+#include "transforms/auto_augment.h"
 #include "transforms/color_ops.h"
 #include "transforms/compiled_pipeline.h"
 #include "transforms/gaussian_blur.h"
@@ -85,6 +86,10 @@ std::unique_ptr<ImageOp> grayscale_op(OpParams& p) {
   return make_grayscale(static_cast<int>(channels));
 }
 
+ImageOpFactory augment_factory(AugmentFamily family) {
+  return [family](OpParams& p) { return make_augment(augment_params(p, family)); };
+}
+
 const std::map<std::string, ImageOpFactory>& image_op_factories() {
   static const std::map<std::string, ImageOpFactory> factories = {
       {"Resize", [](OpParams& p) {
@@ -129,6 +134,10 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"GaussianBlur", gaussian_blur_op},
       {"RandomRotation", [](OpParams& p) { return make_random_rotation(rotation_params(p)); }},
       {"RandomAffine", [](OpParams& p) { return make_random_affine(affine_params(p)); }},
+      {"AutoAugment", augment_factory(AugmentFamily::kAutoAugment)},
+      {"RandAugment", augment_factory(AugmentFamily::kRandAugment)},
+      {"TrivialAugmentWide", augment_factory(AugmentFamily::kTrivialAugmentWide)},
+      {"AugMix", augment_factory(AugmentFamily::kAugMix)},
       {"Custom", [](OpParams& p) { return make_custom_op(p); }},
   };
   return factories;

@@ -251,6 +251,44 @@ RINGLOADER_EXPORT Op RandomErasingNoise(double p = OpDefault("RandomErasing", "p
                       std::pair<double, double> scale = OpDefault("RandomErasing", "scale"),
                       std::pair<double, double> ratio = OpDefault("RandomErasing", "ratio"));
 
+// The AutoAugment family (PIL's ops, torchvision's policies and draws; the
+// draws come from the sample's stream). fill: one value or one per channel
+// for the area warps uncover, {} for torchvision's None (0). AugMix runs
+// its ops on tensors, as torchvision does, and takes nearest or bilinear.
+RINGLOADER_EXPORT Op AutoAugment(
+    std::string policy = OpDefault("AutoAugment", "policy"),
+    Interpolation interpolation = OpDefault("AutoAugment", "interpolation"),
+    std::vector<double> fill = OpDefault("AutoAugment", "fill"));
+RINGLOADER_EXPORT Op RandAugment(
+    int num_ops = OpDefault("RandAugment", "num_ops"),
+    int magnitude = OpDefault("RandAugment", "magnitude"),
+    int num_magnitude_bins = OpDefault("RandAugment", "num_magnitude_bins"),
+    Interpolation interpolation = OpDefault("RandAugment", "interpolation"),
+    std::vector<double> fill = OpDefault("RandAugment", "fill"));
+RINGLOADER_EXPORT Op TrivialAugmentWide(
+    int num_magnitude_bins = OpDefault("TrivialAugmentWide", "num_magnitude_bins"),
+    Interpolation interpolation = OpDefault("TrivialAugmentWide", "interpolation"),
+    std::vector<double> fill = OpDefault("TrivialAugmentWide", "fill"));
+RINGLOADER_EXPORT Op AugMix(int severity = OpDefault("AugMix", "severity"),
+                            int mixture_width = OpDefault("AugMix", "mixture_width"),
+                            int chain_depth = OpDefault("AugMix", "chain_depth"),
+                            double alpha = OpDefault("AugMix", "alpha"),
+                            bool all_ops = OpDefault("AugMix", "all_ops"),
+                            Interpolation interpolation = OpDefault("AugMix", "interpolation"),
+                            std::vector<double> fill = OpDefault("AugMix", "fill"));
+
+// What one of the ops above draws for samples first_index .. first_index +
+// count - 1 of `epoch` when it is a pipeline's first op and the decoded
+// image is height x width: per sample {"steps": [[op name, magnitude],
+// ...]} (torchvision's _apply_op arguments, in order) and, for AugMix,
+// "chains" (one such list per chain), "beta" ([m0, m1]) and "weights" (the
+// chains' mixing weights). For explaining a sample's augmentation and for
+// checking the draws against torchvision's. Throws OptionError for an
+// invalid op or one that is not of the family.
+RINGLOADER_EXPORT nlohmann::json augment_draws(const Op& op, int height, int width,
+                                               uint64_t seed, uint64_t epoch,
+                                               uint64_t first_index, uint64_t count = 1);
+
 inline Op Resize(int size,
                  Interpolation interpolation = OpDefault("Resize", "interpolation")) {
   return Resize(std::vector<int>{size}, interpolation);

@@ -263,6 +263,18 @@ PYBIND11_MODULE(_ringloader, module) {
                           shape.layout == Layout::kCHW ? "CHW" : "HWC");
   });
 
+  // The draws of an AutoAugment-family op (transforms.h's augment_draws),
+  // as JSON text: for checking them against torchvision's.
+  module.def("augment_draws", [](const std::string& op_json, int height, int width,
+                                 uint64_t seed, uint64_t epoch, uint64_t first_index,
+                                 uint64_t count) {
+    nlohmann::json entry = nlohmann::json::parse(op_json);
+    Op op{entry.at("op").get<std::string>(), entry};
+    op.params.erase("op");
+    return augment_draws(op, height, width, seed, epoch, first_index, count).dump();
+  }, py::arg("op_json"), py::arg("height"), py::arg("width"), py::arg("seed") = 0,
+     py::arg("epoch") = 0, py::arg("first_index") = 0, py::arg("count") = 1);
+
   module.def("apply_pipeline", [](const std::string& pipeline, py::bytes encoded,
                                   const std::string& mode, uint64_t seed, uint64_t epoch,
                                   uint64_t index) {

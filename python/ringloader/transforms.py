@@ -20,7 +20,8 @@ __all__ = [
     "Compose", "Resize", "CenterCrop", "Pad", "RandomCrop", "RandomResizedCrop",
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
     "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur",
-    "RandomRotation", "RandomAffine", "RandomErasing", "Custom", "from_torchvision",
+    "RandomRotation", "RandomAffine", "RandomErasing", "AutoAugment", "RandAugment",
+    "TrivialAugmentWide", "AugMix", "Custom", "from_torchvision",
     "fast", "pipeline_json", "apply",
 ]
 
@@ -397,6 +398,12 @@ _TORCHVISION_CONVERTERS = {
     "RandomErasing": lambda t: RandomErasing(t.p, t.scale, t.ratio, t.value),
 }
 
+
+# The AutoAugment family lives in its own module, which reads the helpers
+# above; imported here, once they exist.
+from ._convert_autoaugment import (  # noqa: E402
+    AugMix, AutoAugment, RandAugment, TrivialAugmentWide, CONVERTERS as _AUGMENT_CONVERTERS)
+_TORCHVISION_CONVERTERS.update(_AUGMENT_CONVERTERS)
 
 def fold_dtype_conversion(ops):
     """``PILToTensor`` then ``ConvertImageDtype(torch.float)`` is ``ToTensor``,

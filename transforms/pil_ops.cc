@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Tables are built in Python's integer and double arithmetic, in ImageOps'
+// order; the filter keeps Pillow's float32 expression order (Filter.c's
+// KERNEL1x3 sums), which -ffp-contract=off keeps from being fused.
+#include "transforms/pil_ops.h"
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+
+#include "transforms/color_adjust.h"
+
+namespace ringloader::transforms {
+namespace {
+
+using Table = std::array<uint8_t, 256>;
+
+void map_all(Image& image, const Table& table) {
+  for (uint8_t& v : image.pixels) v = table[v];
+}
+
+// One table per band: band c of every pixel goes through tables[c].
+void map_bands(Image& image, const std::array<Table, 4>& tables) {
+  const int c = image.channels;
+  uint8_t* p = image.pixels.data();
+  uint8_t* const end = p + image.pixels.size();
+  for (; p < end; p += c) {
+    for (int ch = 0; ch < c; ++ch) p[ch] = tables[ch][p[ch]];
+  }
+}
+
+std::array<std::array<uint64_t, 256>, 4> histograms(const Image& image) {
+  std::array<std::array<uint64_t, 256>, 4> out{};
+  const int c = image.channels;
+  const uint8_t* p = image.pixels.data();
+  const uint8_t* const end = p + image.pixels.size();
+  for (; p < end; p += c) {
+    for (int ch = 0; ch < c; ++ch) ++out[ch][p[ch]];
+  }
+  return out;
+}
+
+Table identity() {
+  Table t;
+  for (int i = 0; i < 256; ++i) t[i] = static_cast<uint8_t>(i);
+  return t;
+}
+
+Table autocontrast_table(const std::array<uint64_t, 256>& h) {
+  int lo = 0, hi = 255;
+  while (lo < 255 && !h[lo]) ++lo;
+  while (hi > 0 && !h[hi]) --hi;
+  if (hi <= lo) return identity();
+  const double scale = 255.0 / (hi - lo);
+  const double offset = -lo * scale;
+  Table t;
+  for (int ix = 0; ix < 256; ++ix) {
+    const int v = static_cast<int>(ix * scale + offset);  // int(): toward zero
+    t[ix] = static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+  }
+  return t;
+}
+
+Table equalize_table(const std::array<uint64_t, 256>& h) {
+  uint64_t total = 0, last = 0;
+  int nonzero = 0;
+  for (int i = 0; i < 256; ++i) {
+    if (!h[i]) continue;
+    total += h[i];
+    last = h[i];
+    ++nonzero;
+  }
+  if (nonzero <= 1) return identity();
+  const uint64_t step = (total - last) / 255;
+  if (!step) return identity();
+  Table t;
+  uint64_t n = step / 2;
+  for (int i = 0; i < 256; ++i) {
+    const uint64_t v = n / step;
+    t[i] = static_cast<uint8_t>(v > 255 ? 255 : v);  // Image.point clips
+    n += h[i];
+  }
+  return t;
+}
+
+uint8_t clip8(float v) {
+  if (v <= 0.0f) return 0;
+  if (v >= 255.0f) return 255;
+  return static_cast<uint8_t>(v);
+}
+
+// Filter.c's KERNEL1x3 for a kernel row (k, m, k): three products, summed
+// left to right.
+float row_sum(const uint8_t* row, int x, int d, float k, float m) {
+  return static_cast<float>(row[x - d]) * k + static_cast<float>(row[x]) * m +
+         static_cast<float>(row[x + d]) * k;
+}
+
+// ImagingFilter3x3 with SMOOTH: rows y+1, y, y-1 in that order, as Pillow
+// pairs them with the kernel's rows.
+void smooth(const Image& in, Image& out) {
+  out.reshape(in.height, in.width, in.channels);
+  const int c = in.channels;
+  const float side = 1.0f / 13.0f, centre = 5.0f / 13.0f;  // kerneldata[i] /= divisor
+  const float offset = 0.0f + 0.5f;
+  std::memcpy(out.row(0), in.row(0), in.row_bytes());
+  std::memcpy(out.row(in.height - 1), in.row(in.height - 1), in.row_bytes());
+  for (int y = 1; y < in.height - 1; ++y) {
+    const uint8_t* above = in.row(y - 1);
+    const uint8_t* here = in.row(y);
+    const uint8_t* below = in.row(y + 1);
+    uint8_t* target = out.row(y);
+    std::memcpy(target, here, c);
+    for (int i = c; i < (in.width - 1) * c; ++i) {
+      float ss = offset;
+      ss += row_sum(below, i, c, side, side);
+      ss += row_sum(here, i, c, side, centre);
+      ss += row_sum(above, i, c, side, side);
+      target[i] = clip8(ss);
+    }
+    std::memcpy(target + (in.width - 1) * c, here + (in.width - 1) * c, c);
+  }
+}
+
+}  // namespace
+
+void posterize(Image& image, int bits) {
+  const int mask = ~((1 << (8 - bits)) - 1);
+  Table t;
+  for (int i = 0; i < 256; ++i) t[i] = static_cast<uint8_t>(i & mask);
+  map_all(image, t);
+}
+
+void solarize(Image& image, double threshold) {
+  Table t;
+  for (int i = 0; i < 256; ++i) t[i] = static_cast<uint8_t>(i < threshold ? i : 255 - i);
+  map_all(image, t);
+}
+
+void invert(Image& image) {
+  for (uint8_t& v : image.pixels) v = static_cast<uint8_t>(255 - v);
+}
+
+void autocontrast(Image& image) {
+  const auto h = histograms(image);
+  std::array<Table, 4> tables;
+  for (int c = 0; c < image.channels; ++c) tables[c] = autocontrast_table(h[c]);
+  map_bands(image, tables);
+}
+
+void equalize(Image& image) {
+  const auto h = histograms(image);
+  std::array<Table, 4> tables;
+  for (int c = 0; c < image.channels; ++c) tables[c] = equalize_table(h[c]);
+  map_bands(image, tables);
+}
+
+void adjust_sharpness(Image& image, Image& scratch, float factor) {
+  if (image.width < 3 || image.height < 3) return;  // ImagingFilter copies
+  if (factor == 1.0f) return;  // ImagingBlend's alpha == 1: the image
+  smooth(image, scratch);
+  uint8_t* p = image.pixels.data();
+  const uint8_t* degenerate = scratch.pixels.data();
+  for (size_t i = 0; i < image.pixels.size(); ++i) p[i] = pil_blend(degenerate[i], p[i], factor);
+}
+
+}  // namespace ringloader::transforms
