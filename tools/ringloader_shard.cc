@@ -29,10 +29,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "loader/data/atomic_file.h"
 #include "loader/data/image_folder_scan.h"
 #include "loader/data/sample_source.h"
 #include "loader/data/tar_format.h"
@@ -159,9 +159,9 @@ void write_classes(const std::string& first_shard,
                    const std::vector<std::string>& classes) {
   size_t slash = first_shard.rfind('/');
   std::string folder = slash == std::string::npos ? "." : first_shard.substr(0, slash);
-  std::ofstream out(folder + "/classes.txt");
-  for (const std::string& name : classes) out << name << "\n";
-  if (!out) throw ringloader::IoError("cannot write " + folder + "/classes.txt");
+  std::string text;
+  for (const std::string& name : classes) text += name + "\n";
+  ringloader::data::write_file_atomically(folder + "/classes.txt", text);
 }
 
 // out/train-%06d.tar -> out/train.json
@@ -173,15 +173,12 @@ std::string default_index_path(const std::string& pattern) {
   return pattern.substr(0, start) + (stem.empty() ? "index" : stem) + ".json";
 }
 
+// Written whole under a random name, then renamed: a reader never sees half
+// an index, and nothing another user planted beside it is written through.
+// Mode 0644 at most: an index that lists pipe: commands is run only when no
+// one else may write it (tar_manifest.h).
 void write_index(const std::string& path, const nlohmann::json& manifest) {
-  // Written whole, then renamed: a reader never sees half an index.
-  std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    out << manifest.dump() << "\n";
-    if (!out) throw ringloader::IoError("cannot write " + partial);
-  }
-  std::filesystem::rename(partial, path);
+  ringloader::data::write_file_atomically(path, manifest.dump() + "\n", 0644);
 }
 
 // Reads each shard once (local ones by their headers) and writes its index.

@@ -18,6 +18,14 @@ struct Fd {
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& other) noexcept : fd(other.release()) {}
+  Fd& operator=(Fd&& other) noexcept {
+    if (this != &other) {
+      if (fd >= 0) close(fd);
+      fd = other.release();
+    }
+    return *this;
+  }
   int get() const { return fd; }
   int release() { return std::exchange(fd, -1); }
 };

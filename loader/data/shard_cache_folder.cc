@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loader/data/fd.h"
+#include "loader/data/folder_walk.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {
@@ -40,27 +41,9 @@ std::string octal(mode_t mode) {
   return text;
 }
 
-// Missing parents 0755 (they are not the cache), the folder itself 0700.
-void make_dirs(const std::string& dir) {
-  for (size_t at = 1; at <= dir.size(); ++at) {
-    if (at != dir.size() && dir[at] != '/') continue;
-    std::string part = dir.substr(0, at);
-    if (mkdir(part.c_str(), at == dir.size() ? 0700 : 0755) != 0 && errno != EEXIST) {
-      throw IoError("ringloader: cannot create the shard cache folder " + dir + ": " +
-                    errno_text());
-    }
-  }
-}
-
 // The checks that make the folder trustworthy (see the header).
 void check_owner_and_mode(const std::string& dir, int fd) {
   const uid_t self = geteuid();
-  struct stat link {};
-  if (lstat(dir.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != self) {
-    throw IoError("ringloader: shard cache folder " + dir + " is a symlink owned by uid " +
-                  std::to_string(link.st_uid) + ", not by this process's uid " +
-                  std::to_string(self) + "; name a folder of your own");
-  }
   struct stat info {};
   if (fstat(fd, &info) != 0 || !S_ISDIR(info.st_mode)) {
     throw IoError("ringloader: shard cache " + dir + " is not a folder");
@@ -84,12 +67,10 @@ void check_owner_and_mode(const std::string& dir, int fd) {
 }  // namespace
 
 CacheFolder::CacheFolder(std::string dir) : path_(std::move(dir)) {
-  make_dirs(path_);
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) {
-    throw IoError("ringloader: cannot open the shard cache folder " + path_ + ": " +
-                  errno_text());
-  }
+  // Walked component by component (folder_walk.h): the folder checked below
+  // is the one opened, reached through no folder or symlink another user
+  // controls.
+  fd_ = open_folder_walking(path_, /*create=*/true, "ringloader: shard cache folder");
   try {
     check_owner_and_mode(path_, fd_);
   } catch (...) {

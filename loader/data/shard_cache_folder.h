@@ -8,7 +8,11 @@
 // whoever can write into it can plant a shard (poisoned samples) or a
 // symlink (to make the fetcher write, or the evictor delete, elsewhere).
 // The folder must therefore belong to this process's effective uid and be
-// writable by no one else (no group or other write bit, sticky or not). A
+// writable by no one else (no group or other write bit, sticky or not), and
+// be reached through folders that are this uid's or root's and writable by
+// no one else unless sticky (as /tmp), and through no symlink another user
+// owns: it is opened component by component with O_NOFOLLOW
+// (folder_walk.h), so the folder checked is the folder used. A
 // missing folder is created 0700; files in it are created 0600, so others
 // cannot read cached shards even where the folder is 0755. Anything else is
 // refused with an IoError naming the folder. A cache shared by several
@@ -29,8 +33,10 @@ namespace ringloader::data {
 class CacheFolder {
  public:
   // Creates `dir` (missing parents 0755, the folder itself 0700) and opens
-  // it. Throws IoError naming `dir` when it cannot be made or opened, or
-  // when it is another user's or writable by group or others.
+  // it. Throws IoError naming `dir` when it cannot be made or opened, when
+  // it is another user's or writable by group or others, or when the path
+  // passes through a symlink another user owns or a folder another user
+  // owns or may write (unless sticky).
   explicit CacheFolder(std::string dir);
   ~CacheFolder();
   CacheFolder(const CacheFolder&) = delete;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_manifest.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <limits>
 
 #include "loader/data/brace_expand.h"
+#include "loader/data/file_trust.h"
 #include "loader/data/shard_input.h"
 #include "loader/data/tar_format.h"
 #include "ringloader/errors.h"
@@ -23,19 +25,49 @@ constexpr const char kHowToWrite[] =
     "write ringloader's full index once with "
     "`ringloader-shard --index-only INDEX.json URL...`";
 
-std::string read_source(const std::string& source) {
+// The manifest's text, and why the pipe: commands it lists may not run
+// ("" when they may: file_trust.h).
+struct ManifestSource {
+  std::string text;
+  std::string untrusted;
+};
+
+ManifestSource read_source(const std::string& source) {
+  ManifestSource out;
   std::unique_ptr<ShardInput> input;
   try {
-    input = open_shard(source);
+    if (is_pipe_url(source)) {
+      input = open_shard(source);
+      out.untrusted = "it is the output of a command, not a file of this user's";
+    } else {
+      const int fd = open(source.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) out.untrusted = why_file_is_untrusted(fd);
+      input = std::make_unique<FileInput>(fd, source);
+    }
   } catch (const IoError& error) {
     throw IoError("ringloader: cannot read shard index " + source + ": " + error.what());
   }
-  std::string text;
   uint8_t buffer[1 << 16];
   for (size_t got; (got = input->read(buffer, sizeof(buffer))) > 0;) {
-    text.append(reinterpret_cast<const char*>(buffer), got);
+    out.text.append(reinterpret_cast<const char*>(buffer), got);
   }
-  return text;
+  return out;
+}
+
+// A pipe: shard the manifest lists (the caller gave no URLs) is a command
+// the dataset names: it runs only from a file the caller could have written
+// itself. URLs the caller passes are its own arguments and always run.
+void check_listed_commands(const std::string& source, const std::string& untrusted,
+                           const std::vector<std::string>& shards) {
+  if (untrusted.empty()) return;
+  for (const std::string& shard : shards) {
+    if (!is_pipe_url(shard)) continue;
+    throw IoError("ringloader: shard index " + source + " lists pipe: commands (\"" + shard +
+                  "\"), which run only from an index file that no one but this user (or "
+                  "root) may change, but " + untrusted + ". Pass the shard URLs yourself "
+                  "(they are checked against the index), or make the file and its folders "
+                  "yours and chmod go-w them");
+  }
 }
 
 // Lexically absolute: the same file named two ways compares equal, without
@@ -267,7 +299,9 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
   index.manifest = source;
   TarSampleTableBuilder samples;
   ManifestReader reader(source, index, samples);
-  json manifest = json::parse(read_source(source), nullptr, /*allow_exceptions=*/false);
+  ManifestSource read = read_source(source);
+  json manifest = json::parse(read.text, nullptr, /*allow_exceptions=*/false);
+  read.text = std::string();
   if (manifest.is_discarded()) reader.fail("not valid JSON");
   const bool counts_only = reader.check_kind(manifest);
   index.has_unplaced = counts_only;
@@ -311,7 +345,11 @@ TarIndex load_tar_manifest(const std::string& source, const std::vector<std::str
         "' indexed");
   }
   // Named as the caller names them, as an index made by streaming would be.
-  if (!given.empty()) index.shards = std::move(given_as_written);
+  if (!given.empty()) {
+    index.shards = std::move(given_as_written);
+  } else {
+    check_listed_commands(source, read.untrusted, index.shards);
+  }
   if (samples.size() == 0) reader.fail("the shards hold no sample");
   index.shard_bytes.assign(index.shards.size(), 0);
   for (size_t s = 0; s < index.shards.size(); ++s) {

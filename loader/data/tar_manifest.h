@@ -41,6 +41,10 @@ nlohmann::json tar_manifest_json(const TarIndex& index, const std::vector<std::s
 // streaming their shard; OptionError saying how to write a full index when
 // a shard is local or the cache is on (those are read by offset), IoError
 // for a count no shard could hold (above filesize / 1024, or 2^24).
+// With no `urls`, a pipe: shard the manifest lists is a command the
+// dataset names: IoError naming the manifest and why unless the manifest is
+// a file only this user (or root) may change (file_trust.h); a manifest
+// read from a pipe: command never is. Commands in `urls` always run.
 TarIndex load_tar_manifest(const std::string& source, const std::vector<std::string>& urls,
                            int64_t shuffle_buffer, const ShardCacheOptions& cache = {});
 

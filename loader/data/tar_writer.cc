@@ -1,29 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "loader/data/tar_writer.h"
 
-#include <cerrno>
-#include <cstring>
-
 #include "loader/data/tar_format.h"
-#include "ringloader/errors.h"
 
 namespace ringloader::data {
 
-TarWriter::TarWriter(const std::string& path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wbe");
-  if (!file_) {
-    throw IoError("ringloader: cannot create " + path + ": " + std::strerror(errno));
-  }
-}
+TarWriter::TarWriter(const std::string& path) : file_(path) {}
 
-TarWriter::~TarWriter() {
-  if (file_) std::fclose(file_);
-}
+TarWriter::~TarWriter() = default;
 
 void TarWriter::write(const void* data, uint64_t size) {
-  if (size > 0 && std::fwrite(data, 1, size, file_) != size) {
-    throw IoError("ringloader: cannot write " + path_ + ": " + std::strerror(errno));
-  }
+  file_.write(data, size);
   written_ += size;
 }
 
@@ -46,11 +33,7 @@ void TarWriter::add(const std::string& name, const void* data, uint64_t size) {
 void TarWriter::close() {
   static const uint8_t kZeros[2 * kTarBlock] = {};
   write(kZeros, sizeof(kZeros));
-  std::FILE* file = file_;
-  file_ = nullptr;
-  if (std::fclose(file) != 0) {
-    throw IoError("ringloader: cannot write " + path_ + ": " + std::strerror(errno));
-  }
+  file_.commit();
 }
 
 }  // namespace ringloader::data

@@ -26,11 +26,12 @@
 #include "loader/data/shard_cache.h"
 #include "loader/data/tar_writer.h"
 #include "ringloader/errors.h"
+#include "tests/unit/cross_user.h"
 
 namespace ringloader::data {
 namespace {
 
-constexpr uid_t kNobody = 65534;
+using testing::kNobody;
 
 class ShardCacheSafety : public ::testing::Test {
  protected:
@@ -93,20 +94,9 @@ class ShardCacheSafety : public ::testing::Test {
     }
     return "(no error)";
   }
-  // Runs `attack` in a child that has become `nobody`; whether it succeeded.
   template <typename Attack>
   static bool as_nobody(Attack attack) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      if (setresgid(kNobody, kNobody, kNobody) != 0 ||
-          setresuid(kNobody, kNobody, kNobody) != 0) {
-        _exit(2);
-      }
-      _exit(attack() ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    return testing::as_nobody(attack);
   }
   std::string dir_;
   std::string mounted_;
@@ -226,7 +216,7 @@ TEST_F(ShardCacheSafety, ASymlinkAtThePartNameIsNeverWrittenThrough) {
 // A folder others may write (as /tmp): `nobody` plants a symlink where the
 // next fetch writes. The cache refuses the folder instead of using it.
 TEST_F(ShardCacheSafety, AFolderOthersMayWriteIsRefused) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  RINGLOADER_CROSS_USER_TEST();
   const std::string shard = make_shard("a.tar", 3);
   const std::string url = "pipe:cat '" + shard + "'";
   const std::string victim = dir_ + "/victim";
@@ -247,7 +237,7 @@ TEST_F(ShardCacheSafety, AFolderOthersMayWriteIsRefused) {
 }
 
 TEST_F(ShardCacheSafety, AFolderOfAnotherUserIsRefused) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to give a folder to another user";
+  RINGLOADER_CROSS_USER_TEST();
   const std::string url = "pipe:cat '" + make_shard("a.tar", 3) + "'";
   ASSERT_EQ(mkdir(options_.dir.c_str(), 0755), 0);
   ASSERT_EQ(chown(options_.dir.c_str(), kNobody, kNobody), 0);
@@ -255,6 +245,56 @@ TEST_F(ShardCacheSafety, AFolderOfAnotherUserIsRefused) {
   EXPECT_NE(error.find("shard cache folder " + options_.dir + " is owned by uid 65534"),
             std::string::npos) << error;
   EXPECT_FALSE(exists(stem(url) + ".shard"));
+}
+
+// The path to the folder is checked component by component, as opened
+// (folder_walk.h): before, only the last component was lstat'ed, so a
+// symlink `nobody` planted as a parent put the cache's files where it chose.
+TEST_F(ShardCacheSafety, ASymlinkOfAnotherUserOnThePathIsRefused) {
+  RINGLOADER_CROSS_USER_TEST();
+  const std::string url = "pipe:cat '" + make_shard("a.tar", 3) + "'";
+  ASSERT_EQ(chmod(dir_.c_str(), 01777), 0);  // shared, sticky: as /tmp
+  const std::string elsewhere = dir_ + "/nobodys", link = dir_ + "/scratch";
+  ASSERT_TRUE(as_nobody([&] {
+    return mkdir(elsewhere.c_str(), 0777) == 0 && chmod(elsewhere.c_str(), 0777) == 0 &&
+           symlink(elsewhere.c_str(), link.c_str()) == 0;
+  }));
+  // A parent component: the cache would live in nobody's folder.
+  options_.dir = link + "/cache";
+  std::string error = error_of(url);
+  EXPECT_NE(error.find("shard cache folder " + options_.dir + ": " + link +
+                       " is a symlink owned by uid 65534"), std::string::npos) << error;
+  EXPECT_FALSE(exists(elsewhere + "/cache")) << "the cache was made in nobody's folder";
+  // The last component: nobody's symlink to a folder of ours.
+  const std::string ours = dir_ + "/ours", last = dir_ + "/last";
+  ASSERT_EQ(mkdir(ours.c_str(), 0700), 0);
+  ASSERT_TRUE(as_nobody([&] { return symlink(ours.c_str(), last.c_str()) == 0; }));
+  options_.dir = last;
+  error = error_of(url);
+  EXPECT_NE(error.find("shard cache folder " + last + ": " + last +
+                       " is a symlink owned by uid 65534"), std::string::npos) << error;
+  EXPECT_FALSE(exists(ours + "/" + ShardCache::name_for(url) + ".lock"));
+  // Our own symlink to our own folder is followed.
+  ASSERT_EQ(symlink(ours.c_str(), (dir_ + "/mine").c_str()), 0);
+  options_.dir = dir_ + "/mine";
+  EXPECT_EQ(error_of(url), "(no error)");
+}
+
+// A parent others may write and that is not sticky: they could rename the
+// cache folder away and put one of theirs in its place.
+TEST_F(ShardCacheSafety, AParentOthersMayWriteIsRefusedUnlessSticky) {
+  const std::string url = "pipe:cat '" + make_shard("a.tar", 3) + "'";
+  const std::string shared = dir_ + "/shared";
+  ASSERT_EQ(mkdir(shared.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(shared.c_str(), 0777), 0);
+  options_.dir = shared + "/cache";
+  std::string error = error_of(url);
+  EXPECT_NE(error.find("shard cache folder " + options_.dir + ": " + shared +
+                       " is writable by others and not sticky (mode 0777)"),
+            std::string::npos) << error;
+  EXPECT_FALSE(exists(options_.dir)) << "made inside a folder others may write";
+  ASSERT_EQ(chmod(shared.c_str(), 01777), 0);
+  EXPECT_EQ(error_of(url), "(no error)");
 }
 
 }  // namespace
