@@ -36,7 +36,20 @@ stage_done "real scripts"
 
 echo "== ctest ($BUILD_DIR): C++ suites, pytest, sample smoke run"
 LOG="$BUILD_DIR/ctest.log"
-(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 600) | tee "$LOG"
+# Tests that act as another user (nobody) need root and skip without it:
+# each writes a line here (tests/unit/cross_user.h, the cross_user marker in
+# python/tests/conftest.py), so the log says how many ran.
+case "$BUILD_DIR" in /*) CROSS_USER_LOG="$BUILD_DIR/cross_user.log" ;;
+                    *) CROSS_USER_LOG="$PWD/$BUILD_DIR/cross_user.log" ;; esac
+rm -f "$CROSS_USER_LOG"
+(cd "$BUILD_DIR" && RINGLOADER_CROSS_USER_LOG="$CROSS_USER_LOG" \
+   ctest --output-on-failure -j 2 --timeout 600) | tee "$LOG"
+cross_user() { if [ -f "$CROSS_USER_LOG" ]; then grep -c " $1\$" "$CROSS_USER_LOG" || true; else echo 0; fi; }
+echo "== cross-user tests (as uid $(id -u)): $(cross_user ran) ran, $(cross_user skipped) skipped" \
+     "($CROSS_USER_LOG)"
+if [ "$(id -u)" = 0 ] && [ "$(cross_user ran)" = 0 ]; then
+  echo "no cross-user test ran as root: they no longer report (tests/unit/cross_user.h)"; exit 1
+fi
 stage_done "ctest"
 
 # A short soak (scripts/soak.py, docs/faults.md): random worker kills, stops,

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from hang_watchdog import pytest_configure  # noqa: F401 (a hook: names a hung test)
+from hang_watchdog import pytest_configure as _watchdog_configure
 
 # The build tree's package (ctest sets PYTHONPATH; this helps direct runs).
 _BUILD = os.environ.get("RINGLOADER_BUILD_DIR",
@@ -17,6 +17,33 @@ if os.path.isdir(os.path.join(_BUILD, "python")):
 
 
 NOBODY = 65534
+
+
+def pytest_configure(config):
+    _watchdog_configure(config)  # names a hung test
+    config.addinivalue_line(
+        "markers", "cross_user: acts as another user (nobody): needs root, skips without it; "
+                   "scripts/test.sh counts those that ran")
+
+
+def pytest_collection_modifyitems(items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="needs root to act as another user (nobody)")
+        for item in items:
+            if item.get_closest_marker("cross_user"):
+                item.add_marker(skip)
+
+
+def pytest_runtest_logreport(report):
+    """A cross-user test that ran or skipped: one line in
+    $RINGLOADER_CROSS_USER_LOG (set by scripts/test.sh), as the C++ ones
+    write (tests/unit/cross_user.h)."""
+    log = os.environ.get("RINGLOADER_CROSS_USER_LOG")
+    if not log or "cross_user" not in report.keywords:
+        return
+    if report.when == "call" or (report.when == "setup" and report.skipped):
+        with open(log, "a") as f:  # one short write in append mode: lines never interleave
+            f.write(f"python {report.nodeid} {'skipped' if report.skipped else 'ran'}\n")
 
 
 @functools.lru_cache(maxsize=None)

@@ -118,7 +118,7 @@ def test_failed_fetch_names_shard_status_and_stderr(shard_dir):
     assert not list((shard_dir / "cache").glob("*.part"))
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a folder to another user")
+@pytest.mark.cross_user
 def test_a_cache_folder_another_user_owns_or_may_write_is_refused(shard_dir):
     _, url = counting_url(shard_dir)
     theirs = shard_dir / "theirs"
