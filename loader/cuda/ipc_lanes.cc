@@ -14,6 +14,9 @@
 // release waits on its own side too, so by the time the node sees FREE,
 // the trainer's reads of the slot are done. A lane's GPU is named by its
 // PCI bus id: a trainer's CUDA_VISIBLE_DEVICES may number GPUs otherwise.
+// A lane's IPC handle opens its memory read-write in any process that has
+// it, so it is no one's but its trainer's: lane_handle() puts it in that
+// trainer's attach reply, never in the region every trainer maps.
 #include <cuda_runtime_api.h>
 
 #include <cstring>
@@ -39,20 +42,23 @@ LaneHeader* lane_headers(NodeHeader* header) {
                                        sizeof(NodeHeader));
 }
 
-const LaneHeader* lane_headers(const NodeHeader* header) {
-  return reinterpret_cast<const LaneHeader*>(reinterpret_cast<const uint8_t*>(header) +
-                                             sizeof(NodeHeader));
-}
-
 class CudaNodeLanes : public NodeLanes {
  public:
-  explicit CudaNodeLanes(NodeHeader* header) : header_(header) {}
+  // The sizes are the node's own, copied: the region they were written to
+  // is shared memory, not where the node keeps what it relies on.
+  explicit CudaNodeLanes(NodeHeader* header)
+      : header_(header),
+        lane_count_(header->lane_count),
+        lane_slots_(header->lane_slots),
+        slot_data_bytes_(header->slot_data_bytes),
+        data_bytes_(header->data_bytes) {}
   ~CudaNodeLanes() override;
 
   void open() override;
   bool fill(uint32_t lane, uint32_t slot, Batch batch) override;
   void reap(const std::function<void(uint32_t)>& copied) override;
   size_t in_flight() const override { return copying_.size(); }
+  LaneHandle lane_handle(uint32_t lane) const override { return lanes_.at(lane).handle; }
   void retire(const std::vector<bool>& still_attached) override { keep_ = still_attached; }
 
  private:
@@ -60,6 +66,7 @@ class CudaNodeLanes : public NodeLanes {
     int device = 0;
     uint8_t* memory = nullptr;
     cudaStream_t stream = nullptr;
+    LaneHandle handle{};  // for this lane's trainer only
   };
   struct Copy {
     cudaEvent_t done;  // local: the slot may be READY, the host batch go back
@@ -68,28 +75,33 @@ class CudaNodeLanes : public NodeLanes {
     Batch host;
   };
 
-  NodeHeader* header_;
+  NodeHeader* header_;  // where open() writes the lanes' PCI bus ids
+  const uint32_t lane_count_, lane_slots_;
+  const uint64_t slot_data_bytes_, data_bytes_;
   std::vector<Lane> lanes_;
   std::deque<Copy> copying_;
   std::vector<bool> keep_;  // lanes whose trainer may still map the memory
 };
 
 void CudaNodeLanes::open() {
-  lanes_.resize(header_->lane_count);
-  for (uint32_t i = 0; i < header_->lane_count; ++i) {
+  uint64_t lane_bytes = 0;
+  if (__builtin_mul_overflow(slot_data_bytes_, uint64_t{lane_slots_}, &lane_bytes)) {
+    throw Error("ringloader: node: a lane's device slots overflow 64 bits (internal error)");
+  }
+  lanes_.resize(lane_count_);
+  for (uint32_t i = 0; i < lane_count_; ++i) {
     Lane& lane = lanes_[i];
     LaneHeader& shared = lane_headers(header_)[i];
     lane.device = shared.device;
     DeviceGuard guard(lane.device);
     check(cudaDeviceGetPCIBusId(shared.pci_bus_id, sizeof(shared.pci_bus_id), lane.device),
           "reading a lane GPU's PCI bus id");
-    check(cudaMalloc(reinterpret_cast<void**>(&lane.memory),
-                     header_->slot_data_bytes * header_->lane_slots),
+    check(cudaMalloc(reinterpret_cast<void**>(&lane.memory), lane_bytes),
           "allocating a lane's device slots");
     cudaIpcMemHandle_t memory;
     check(cudaIpcGetMemHandle(&memory, lane.memory), "exporting a lane's device slots");
     static_assert(sizeof(memory) == kIpcHandleBytes);
-    std::memcpy(shared.memory_handle, &memory, sizeof(memory));
+    std::memcpy(lane.handle.data(), &memory, sizeof(memory));
     check(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking),
           "creating a lane's copy stream");
   }
@@ -100,9 +112,9 @@ bool CudaNodeLanes::fill(uint32_t lane_index, uint32_t slot_index, Batch batch) 
   DeviceGuard guard(lane.device);
   // The slot's last batch is consumed: the trainer's reads of it are done.
   torch::Tensor data = batch.data.contiguous();
-  uint8_t* target = lane.memory + uint64_t{slot_index} * header_->slot_data_bytes;
+  uint8_t* target = lane.memory + uint64_t{slot_index % lane_slots_} * slot_data_bytes_;
   check(cudaMemcpyAsync(target, data.data_ptr(),
-                        std::min<size_t>(data.nbytes(), header_->data_bytes),
+                        std::min<size_t>(data.nbytes(), data_bytes_),
                         cudaMemcpyHostToDevice, lane.stream),
         "copying a batch into a lane slot");
   Copy copy{nullptr, lane_index, lane.device, std::move(batch)};
@@ -147,7 +159,7 @@ CudaNodeLanes::~CudaNodeLanes() {
 
 class CudaTrainerLanes : public TrainerLanes {
  public:
-  CudaTrainerLanes(const NodeHeader* header, uint32_t lane);
+  explicit CudaTrainerLanes(const CudaLane& lane);
   ~CudaTrainerLanes() override;
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes, torch::ScalarType dtype,
                      std::function<void()> release) override;
@@ -157,30 +169,29 @@ class CudaTrainerLanes : public TrainerLanes {
 
  private:
   void open();  // at the first batch
-  const NodeHeader* header_;
-  uint32_t lane_;
+  const CudaLane lane_;  // copied at attach: nothing here is read from the node's region
   int device_ = 0;
   uint8_t* memory_ = nullptr;
 };
 
-CudaTrainerLanes::CudaTrainerLanes(const NodeHeader* header, uint32_t lane)
-    : header_(header), lane_(lane) {
-  char bus_id[kPciBusIdBytes];
-  std::memcpy(bus_id, lane_headers(header)[lane].pci_bus_id, sizeof(bus_id));
-  if (!cuda::torch_has_cuda()) {
-    throw OptionError("ringloader: node lanes are on GPU " +
-                      std::string(bus_id, strnlen(bus_id, sizeof(bus_id))) +
-                      ", but this trainer's libtorch has no CUDA");
-  }
-  if (!memchr(bus_id, '\0', sizeof(bus_id))) {
-    throw NodeError("ringloader: node lane " + std::to_string(lane) +
+CudaTrainerLanes::CudaTrainerLanes(const CudaLane& lane) : lane_(lane) {
+  const char* bus_id = lane_.pci_bus_id;
+  if (!memchr(bus_id, '\0', sizeof(lane_.pci_bus_id))) {
+    throw NodeError("ringloader: node lane " + std::to_string(lane_.lane) +
                     "'s pci_bus_id is not a string (mixed ringloader versions)");
+  }
+  if (lane_.slots == 0) {  // checked at attach; a slot index divides by it
+    throw NodeError("ringloader: node lane " + std::to_string(lane_.lane) + " has no slots");
+  }
+  if (!cuda::torch_has_cuda()) {
+    throw OptionError("ringloader: node lanes are on GPU " + std::string(bus_id) +
+                      ", but this trainer's libtorch has no CUDA");
   }
   // Our numbering of the lane's GPU (CUDA_VISIBLE_DEVICES may differ from
   // the node's).
   if (cudaDeviceGetByPCIBusId(&device_, bus_id) != cudaSuccess) {
     cudaGetLastError();
-    throw NodeError("ringloader: node lane " + std::to_string(lane) + " is on GPU " +
+    throw NodeError("ringloader: node lane " + std::to_string(lane_.lane) + " is on GPU " +
                     std::string(bus_id) + ", which this trainer does not see "
                     "(CUDA_VISIBLE_DEVICES)");
   }
@@ -189,7 +200,8 @@ CudaTrainerLanes::CudaTrainerLanes(const NodeHeader* header, uint32_t lane)
 void CudaTrainerLanes::open() {
   DeviceGuard guard(device_);
   cudaIpcMemHandle_t memory;
-  std::memcpy(&memory, lane_headers(header_)[lane_].memory_handle, sizeof(memory));
+  static_assert(sizeof(memory) == kIpcHandleBytes);
+  std::memcpy(&memory, lane_.memory_handle.data(), sizeof(memory));
   check(cudaIpcOpenMemHandle(reinterpret_cast<void**>(&memory_), memory,
                              cudaIpcMemLazyEnablePeerAccess),
         "opening the lane's device slots (CUDA IPC)");
@@ -202,12 +214,14 @@ torch::Tensor CudaTrainerLanes::wrap(uint32_t slot, const std::vector<int64_t>& 
   const int index = device_;
   auto deleter = [index, release = std::move(release)](void*) {
     // The release fence is recorded on the lane's device, on the dropping
-    // thread's current stream there (attached_loader.cc).
+    // thread's current stream (attached_loader.cc).
     DeviceGuard guard(index);
     release();
   };
-  return torch::from_blob(memory_ + uint64_t{slot % header_->lane_slots} *
-                                        header_->slot_data_bytes,
+  // Read-write (CUDA IPC maps no other way): an in-place op writes this
+  // lane's slot on the GPU, which no other trainer maps; the node's next
+  // copy into the slot overwrites it whole.
+  return torch::from_blob(memory_ + uint64_t{slot % lane_.slots} * lane_.slot_data_bytes,
                           sizes, deleter,
                           torch::TensorOptions().dtype(dtype).device(device()));
 }
@@ -240,8 +254,8 @@ std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader* header, bool explici
   return std::make_unique<CudaNodeLanes>(header);
 }
 
-std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const NodeHeader* header, uint32_t lane) {
-  return std::make_unique<CudaTrainerLanes>(header, lane);
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const CudaLane& lane) {
+  return std::make_unique<CudaTrainerLanes>(lane);
 }
 
 }  // namespace ringloader::node

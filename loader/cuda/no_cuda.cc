@@ -36,7 +36,7 @@ std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader*, bool) {
                     trainer::cuda_unavailable_reason() + "; use device \"cpu\"");
 }
 
-std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const NodeHeader*, uint32_t) {
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const CudaLane&) {
   throw NodeError("ringloader: the node's lanes are on a GPU, but this trainer's " +
                   trainer::cuda_unavailable_reason());
 }

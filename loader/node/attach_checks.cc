@@ -3,11 +3,17 @@
 
 #include <unistd.h>
 
+#include <type_traits>
+
 #include "loader/node/node_socket.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::node {
 namespace {
+
+// A batch's data beyond this (1 PiB) is no batch: the bound also keeps
+// slot_data_bytes' rounding up far from 2^64.
+constexpr uint64_t kMaxBatchBytes = uint64_t{1} << 50;
 
 [[noreturn]] void bad(const std::string& who, int lane, const std::string& field,
                       const std::string& value, const std::string& wanted) {
@@ -43,8 +49,37 @@ int check_node_peer(int socket, int64_t node_uid, const std::string& who) {
   return peer.pid;
 }
 
-void check_node_header(const NodeHeader& h, size_t region_bytes, size_t ring_bytes, int lane,
-                       const std::string& who) {
+NodeFacts copy_node_header(const NodeHeader& mapped) {
+  const auto once = [](const auto& field) {
+    using T = std::remove_cv_t<std::remove_reference_t<decltype(field)>>;
+    return *static_cast<const volatile T*>(&field);
+  };
+  NodeFacts f;
+  f.magic = once(mapped.magic);
+  f.layout_version = once(mapped.layout_version);
+  f.lane_count = once(mapped.lane_count);
+  f.lane_slots = once(mapped.lane_slots);
+  f.device = once(mapped.device);
+  f.batch_size = once(mapped.batch_size);
+  f.batches_per_epoch = once(mapped.batches_per_epoch);
+  f.first_epoch = once(mapped.first_epoch);
+  f.epochs = once(mapped.epochs);
+  f.slot_data_bytes = once(mapped.slot_data_bytes);
+  f.data_bytes = once(mapped.data_bytes);
+  f.channels = once(mapped.channels);
+  f.height = once(mapped.height);
+  f.width = once(mapped.width);
+  f.dtype = once(mapped.dtype);
+  f.layout = once(mapped.layout);
+  f.targets_offset = once(mapped.targets_offset);
+  f.indices_offset = once(mapped.indices_offset);
+  f.ring_bytes = once(mapped.ring_bytes);
+  f.total_bytes = once(mapped.total_bytes);
+  return f;
+}
+
+void check_node_facts(const NodeFacts& h, size_t region_bytes, size_t ring_bytes, int lane,
+                      const std::string& who) {
   if (region_bytes < sizeof(NodeHeader)) {
     bad(who, lane, "the region's size", std::to_string(region_bytes), "a NodeHeader at least");
   }
@@ -63,11 +98,20 @@ void check_node_header(const NodeHeader& h, size_t region_bytes, size_t ring_byt
   in_range<int32_t>(who, lane, "width", h.width, 1, 1 << 16);
   in_range<uint32_t>(who, lane, "dtype", h.dtype, 0, 1);
   in_range<uint32_t>(who, lane, "layout", h.layout, 0, 1);
-  const uint64_t sample = uint64_t(h.channels) * uint64_t(h.height) * uint64_t(h.width) *
-                          (h.dtype == 1 ? 4 : 1);
-  equal<uint64_t>(who, lane, "data_bytes", h.data_bytes, sample * uint64_t(h.batch_size));
-  NodeGeometry geometry{h.lane_count, h.lane_slots, h.batch_size, h.data_bytes,
-                        h.device == static_cast<uint32_t>(LaneDevice::kHost)};
+  // Each product checked: 53237 x 27211 x 759 x 16777215 wraps to 16 MB.
+  uint64_t batch_bytes = h.dtype == 1 ? 4 : 1;
+  const uint64_t factors[] = {uint64_t(h.channels), uint64_t(h.height), uint64_t(h.width),
+                              uint64_t(h.batch_size)};
+  for (uint64_t factor : factors) {
+    if (__builtin_mul_overflow(batch_bytes, factor, &batch_bytes) || batch_bytes > kMaxBatchBytes) {
+      bad(who, lane, "the batch's size (channels x height x width x batch_size x element)",
+          "over " + std::to_string(kMaxBatchBytes) + " bytes", "a size that fits");
+    }
+  }
+  equal<uint64_t>(who, lane, "data_bytes", h.data_bytes, batch_bytes);
+  // Bounded above: lanes x slots x batch_size x 8 <= 2^10 x 2^6 x 2^24 x 8,
+  // and the geometry's sums of such terms stay far below 2^64.
+  const NodeGeometry geometry = h.geometry();
   equal<uint64_t>(who, lane, "slot_data_bytes", h.slot_data_bytes, geometry.slot_data_bytes());
   equal<uint64_t>(who, lane, "targets_offset", h.targets_offset, geometry.targets_offset());
   equal<uint64_t>(who, lane, "indices_offset", h.indices_offset, geometry.indices_offset());
@@ -87,7 +131,7 @@ void check_control(const ControlHeader& control, size_t bytes, int lane, uint32_
   equal(who, lane, "control slots", control.slots, slots);
 }
 
-void check_slot(const LaneSlot& slot, uint64_t lane_batch, const NodeHeader& h, int lane,
+void check_slot(const LaneSlot& slot, uint64_t lane_batch, const NodeFacts& h, int lane,
                 const std::string& who) {
   equal<uint64_t>(who, lane, "slot lane_batch", slot.lane_batch, lane_batch);
   in_range<int64_t>(who, lane, "slot rows", slot.rows, 1, h.batch_size);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -15,15 +16,43 @@
 
 namespace ringloader::node {
 
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+AttachReply reply_header(int lane, int accepted) {
+  AttachReply reply{};
+  reply.magic = kAttachMagic;
+  reply.accepted = accepted;
+  reply.lane = lane;
+  reply.node_pid = getpid();
+  return reply;
+}
+
+}  // namespace
+
+AttachReply accepted_reply(int lane, const LaneHandle& handle) {
+  AttachReply reply = reply_header(lane, 1);
+  std::memcpy(reply.memory_handle, handle.data(), sizeof(reply.memory_handle));
+  return reply;
+}
+
 AttachListener::AttachListener(const std::string& name, int listen_fd,
                                std::vector<int> shared_fds, std::vector<NodeLane*> lanes,
-                               LaneHeader* headers, AttachPolicy policy)
+                               LaneHeader* headers, AttachPolicy policy,
+                               LaneHandleSource handles, PendingLimits limits)
     : name_(name),
       listen_fd_(listen_fd),
       shared_fds_(std::move(shared_fds)),
       lanes_(std::move(lanes)),
       headers_(headers),
       policy_(policy),
+      handles_(std::move(handles)),
+      pending_(limits),
       connections_(lanes_.size(), -1),
       pidfds_(lanes_.size(), -1) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -66,13 +95,15 @@ std::vector<int> AttachListener::trainer_pids() const {
 
 void AttachListener::run() {
   const size_t lanes = lanes_.size();
+  const size_t first_pending = 2 + 2 * lanes;
   while (!stopping_.load(std::memory_order_acquire)) {
-    // [wake, listen, connections..., pidfds...]; a detached lane polls fd
-    // -1 (ignored by poll).
+    // [wake, listen, connections..., pidfds..., pending...]; a detached
+    // lane polls fd -1 (ignored by poll).
     std::vector<pollfd> watch{{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     for (int fd : connections_) watch.push_back({fd, POLLRDHUP, 0});
     for (int fd : pidfds_) watch.push_back({fd, POLLIN, 0});
-    if (poll(watch.data(), watch.size(), -1) < 0) {
+    pending_.watch(&watch);
+    if (poll(watch.data(), watch.size(), pending_.next_timeout_ms(now_ns())) < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "ringloader: node \"%s\": poll: %s\n", name_.c_str(),
                    std::strerror(errno));
@@ -91,7 +122,10 @@ void AttachListener::run() {
       const bool hung_up = (watch[2 + lane].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
       if ((died || hung_up) && connections_[lane] >= 0) detach(lane, "");
     }
-    if (watch[1].revents & POLLIN) accept_trainers();
+    for (const ArrivedRequest& arrived : pending_.advance(&watch[first_pending], now_ns())) {
+      answer(arrived.socket, arrived.request);
+    }
+    if (watch[1].revents & POLLIN) accept_trainers(now_ns());
   }
 }
 
@@ -102,32 +136,50 @@ void AttachListener::collect_violations() {
   }
 }
 
-void AttachListener::accept_trainers() {
-  for (;;) {
-    int socket = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+void AttachListener::accept_trainers(int64_t now) {
+  for (int accepted = 0; accepted < kAcceptsPerWake; ++accepted) {
+    int socket = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (socket < 0) return;  // EAGAIN: none left
-    // A trainer that connects and says nothing must not stall the others.
-    timeval timeout{2, 0};
-    setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    setsockopt(socket, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    attach(socket);
+    // Who first: another user's process learns nothing, not even the lanes.
+    PeerCredentials peer;
+    const std::string refusal = admitted(socket, &peer);
+    if (!refusal.empty()) {
+      log_refusal(refusal, now);
+      refuse(socket, -1, "not allowed to attach: " + refusal);
+      continue;
+    }
+    ArrivedRequest arrived{};
+    if (pending_.add(socket, peer.uid, now, &arrived)) answer(arrived.socket, arrived.request);
   }
 }
 
-bool AttachListener::refuse(int socket, int lane, const std::string& why) {
-  AttachReply reply{};
-  reply.magic = kAttachMagic;
-  reply.accepted = 0;
-  reply.lane = lane;
-  reply.node_pid = getpid();
-  std::snprintf(reply.message, sizeof(reply.message), "%s", why.c_str());
-  send_message(socket, &reply, sizeof(reply));
-  close(socket);
-  return false;
+void AttachListener::log_refusal(const std::string& why, int64_t now) {
+  constexpr int64_t kLogIntervalNs = 1'000'000'000;
+  if (last_refusal_log_ns_ != 0 && now - last_refusal_log_ns_ < kLogIntervalNs) {
+    ++unlogged_refusals_;
+    return;
+  }
+  const std::string more =
+      unlogged_refusals_ > 0
+          ? " (and " + std::to_string(unlogged_refusals_) + " more refused since the last line)"
+          : std::string();
+  std::fprintf(stderr, "ringloader: node \"%s\": refused a trainer: %s%s\n", name_.c_str(),
+               why.c_str(), more.c_str());
+  last_refusal_log_ns_ = now;
+  unlogged_refusals_ = 0;
 }
 
-std::string AttachListener::admitted(int socket) const {
+void AttachListener::refuse(int socket, int lane, const std::string& why) {
+  AttachReply reply = reply_header(lane, 0);
+  std::snprintf(reply.message, sizeof(reply.message), "%s", why.c_str());
+  // The socket is non-blocking: a peer that does not read loses the reply.
+  send_message(socket, &reply, sizeof(reply));
+  close(socket);
+}
+
+std::string AttachListener::admitted(int socket, PeerCredentials* out) const {
   const PeerCredentials peer = peer_credentials(socket);
+  *out = peer;
   if (peer.pid <= 0) return "its credentials are unknown (SO_PEERCRED)";
   if (peer.uid == policy_.uid) return "";
   if (policy_.group_allowed && peer_in_group(socket, policy_.group)) return "";
@@ -137,20 +189,8 @@ std::string AttachListener::admitted(int socket) const {
                                 : " (NodeOptions::allow_group admits a group)");
 }
 
-void AttachListener::attach(int socket) {
-  // Who first: another user's process learns nothing, not even the lanes.
-  const std::string refusal = admitted(socket);
-  if (!refusal.empty()) {
-    std::fprintf(stderr, "ringloader: node \"%s\": refused a trainer: %s\n", name_.c_str(),
-                 refusal.c_str());
-    refuse(socket, -1, "not allowed to attach: " + refusal);
-    return;
-  }
-  AttachRequest request{};
-  std::vector<int> unexpected_fds;
-  const bool received = receive_message(socket, &request, sizeof(request), &unexpected_fds);
-  close_all(&unexpected_fds);
-  if (!received || request.magic != kAttachMagic) {
+void AttachListener::answer(int socket, const AttachRequest& request) {
+  if (request.magic != kAttachMagic) {
     close(socket);
     return;
   }
@@ -168,8 +208,7 @@ void AttachListener::attach(int socket) {
     return;
   }
   // A trainer that left and attaches again at once (a refused attach
-  // retried) may connect while this thread still accepts, before run()
-  // polled its hang-up.
+  // retried) may be answered before run() polled its hang-up.
   if (connections_[lane] >= 0 && peer_gone(connections_[lane])) detach(static_cast<size_t>(lane), "");
   if (connections_[lane] >= 0) {
     const int holder = headers_[lane].trainer_pid.load(std::memory_order_acquire);
@@ -186,11 +225,8 @@ void AttachListener::attach(int socket) {
     refuse(socket, lane, error.what());
     return;
   }
-  AttachReply reply{};
-  reply.magic = kAttachMagic;
-  reply.accepted = 1;
-  reply.lane = lane;
-  reply.node_pid = getpid();
+  const AttachReply reply =
+      accepted_reply(lane, handles_ ? handles_(static_cast<uint32_t>(lane)) : LaneHandle{});
   std::vector<int> fds{shared_fds_[0], control_fd};
   if (shared_fds_.size() > 1) fds.push_back(shared_fds_[1]);
   // Counted before the pid shows: whoever sees the pid in trainer_pids()
@@ -199,6 +235,7 @@ void AttachListener::attach(int socket) {
   headers_[lane].trainer_pid.store(pid, std::memory_order_release);
   connections_[lane] = socket;
   pidfds_[lane] = peer_pidfd(socket, pid);
+  // A fresh connection's buffer takes one reply: this does not wait.
   if (!send_message(socket, &reply, sizeof(reply), fds)) {
     detach(static_cast<size_t>(lane), "");
     count(-1, -1);
@@ -216,10 +253,7 @@ void AttachListener::detach(size_t lane, const std::string& violation) {
   std::string why = violation;
   if (!why.empty()) {
     // Tell it why before it sees the connection close.
-    AttachReply notice{};
-    notice.magic = kAttachMagic;
-    notice.lane = static_cast<int32_t>(lane);
-    notice.node_pid = getpid();
+    AttachReply notice = reply_header(static_cast<int>(lane), 0);
     std::snprintf(notice.message, sizeof(notice.message),
                   "detached for a lane protocol violation: %s", why.c_str());
     send(connections_[lane], &notice, sizeof(notice), MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// A trainer's side of one lane: connect, map the node's region, then lease
-// the lane's batches in order through the slots' state words.
+// A trainer's side of one lane: connect, map the node's region, copy and
+// check its header, then lease the lane's batches in order through the
+// slots' state words. The node's own mapping of the region stays writable:
+// after attach only the copy is used, and only `state` and `error` are read
+// from the region (never as a size, an offset or an index).
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <torch/torch.h>
 
@@ -27,6 +33,22 @@ using node::NodeHeader;
 using node::NodeState;
 
 namespace {
+
+// A slot's fields, each read once (volatile loads): the node may rewrite
+// them while we check and use them.
+node::LaneSlot read_slot(const node::LaneSlot& mapped) {
+  const auto once = [](const auto& field) {
+    using T = std::remove_cv_t<std::remove_reference_t<decltype(field)>>;
+    return *static_cast<const volatile T*>(&field);
+  };
+  node::LaneSlot slot{};
+  slot.rows = once(mapped.rows);
+  slot.lane_batch = once(mapped.lane_batch);
+  slot.epoch = once(mapped.epoch);
+  slot.index = once(mapped.index);
+  slot.ring_offset = once(mapped.ring_offset);
+  return slot;
+}
 
 int lane_from_environment() {
   const char* local_rank = std::getenv("LOCAL_RANK");
@@ -53,6 +75,8 @@ struct Attachment {
   // slots back, or the node would overwrite the parent's batches.
   int owner_pid = getpid();
   node::Mapping region;     // read-only
+  node::NodeFacts facts;    // the header, copied once at attach and checked
+  node::LaneHandle memory_handle{};  // CUDA lanes: from our attach reply
   ring::SharedRegion control;  // this lane's words: ours to write
   // Host lanes: the node's ring, private copy-on-write over a read-only
   // descriptor (batches are writable; the node's ring never is).
@@ -63,7 +87,10 @@ struct Attachment {
   // that the dropping thread enqueued before the last tensor died is done.
   std::unique_ptr<trainer::SlotReleaser> releaser;
 
-  const NodeHeader* header() const { return static_cast<const NodeHeader*>(region.data()); }
+  // The live header: only its `state` and `error` may be read here.
+  const NodeHeader* live_header() const {
+    return static_cast<const NodeHeader*>(region.data());
+  }
   bool owned_here() const { return getpid() == owner_pid; }
   ~Attachment() {
     if (!owned_here()) {
@@ -109,9 +136,16 @@ void map_shared(Attachment& attachment, std::vector<int>& fds) {
     if (ring_fd >= 0) close(ring_fd);
     throw NodeError("ringloader: " + who + "'s lane control: " + error.what());
   }
-  const NodeHeader& header = *attachment.header();
-  const bool host = attachment.region.size() >= sizeof(NodeHeader) &&
-                    header.device == static_cast<uint32_t>(node::LaneDevice::kHost);
+  if (attachment.region.size() < sizeof(NodeHeader)) {
+    if (ring_fd >= 0) close(ring_fd);
+    throw NodeError("ringloader: " + who + "'s region is " +
+                    std::to_string(attachment.region.size()) +
+                    " bytes, less than its header (mixed ringloader versions)");
+  }
+  // One copy: everything below and after uses it, never the mapping.
+  attachment.facts = node::copy_node_header(*attachment.live_header());
+  const node::NodeFacts& facts = attachment.facts;
+  const bool host = facts.host_lanes();
   if (host && ring_fd < 0) {
     throw NodeError("ringloader: " + who + " sent no ring for its host lanes "
                     "(mixed ringloader versions)");
@@ -120,10 +154,25 @@ void map_shared(Attachment& attachment, std::vector<int>& fds) {
     if (!host) close(ring_fd);
     else attachment.ring = node::map_copy_on_write(ring_fd, who + "'s ring");
   }
-  node::check_node_header(header, attachment.region.size(), attachment.ring.size(),
-                          attachment.lane, who);
+  node::check_node_facts(facts, attachment.region.size(), attachment.ring.size(),
+                         attachment.lane, who);
   node::check_control(*static_cast<const node::ControlHeader*>(attachment.control.data()),
-                      attachment.control.size(), attachment.lane, header.lane_slots, who);
+                      attachment.control.size(), attachment.lane, facts.lane_slots, who);
+}
+
+// The CUDA lane as the trainer knows it from its attach: the checked copy,
+// the lane's PCI bus id read once, the handle from its own reply.
+node::CudaLane cuda_lane(const Attachment& attachment) {
+  node::CudaLane lane;
+  lane.lane = static_cast<uint32_t>(attachment.lane);
+  lane.slots = attachment.facts.lane_slots;
+  lane.slot_data_bytes = attachment.facts.slot_data_bytes;
+  auto* headers = reinterpret_cast<const node::LaneHeader*>(
+      static_cast<const uint8_t*>(attachment.region.data()) +
+      attachment.facts.geometry().lane_headers_offset());
+  std::memcpy(lane.pci_bus_id, headers[attachment.lane].pci_bus_id, sizeof(lane.pci_bus_id));
+  lane.memory_handle = attachment.memory_handle;
+  return lane;
 }
 
 std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
@@ -137,14 +186,33 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
                                                "node \"" + name + "\"");
   attachment->who = "node \"" + name + "\" (pid " + std::to_string(attachment->node_pid) + ")";
   node::AttachRequest request{node::kAttachMagic, node::kAttachVersion, lane, 0};
+  if (!node::send_message(attachment->socket, &request, sizeof(request))) {
+    throw NodeError("ringloader: " + attachment->who + " closed the connection while trainer " +
+                    std::to_string(lane) + " attached");
+  }
+  // Bounded: a node (or whoever holds the name) that never answers must
+  // not hang the trainer.
+  node::PartialMessage message(sizeof(node::AttachReply));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(std::min(options.connect_timeout_s, 1e6)));
+  const node::ReadStep step = node::receive_until(attachment->socket, &message, deadline);
+  if (step == node::ReadStep::kMore) {
+    node::close_all(&message.fds);
+    throw NodeError("ringloader: " + attachment->who + " did not answer trainer " +
+                    std::to_string(lane) + "'s attach request within " +
+                    std::to_string(options.connect_timeout_s) + " s (socket @ringloader/" +
+                    name + ", AttachOptions::connect_timeout_s)");
+  }
   node::AttachReply reply{};
-  std::vector<int> fds;
-  if (!node::send_message(attachment->socket, &request, sizeof(request)) ||
-      !node::receive_message(attachment->socket, &reply, sizeof(reply), &fds) ||
-      reply.magic != node::kAttachMagic) {
+  std::memcpy(&reply, message.data.data(), sizeof(reply));
+  std::vector<int> fds = std::move(message.fds);
+  if (step == node::ReadStep::kClosed || reply.magic != node::kAttachMagic) {
+    node::close_all(&fds);
     throw NodeError("ringloader: " + attachment->who +
                     " closed the connection while trainer " + std::to_string(lane) +
-                    " attached");
+                    " attached (socket @ringloader/" + name + ")");
   }
   if (!reply.accepted || fds.empty()) {
     node::close_all(&fds);
@@ -152,22 +220,22 @@ std::shared_ptr<Attachment> connect_lane(const std::string& name, int lane,
                     std::to_string(lane) + ": " +
                     std::string(reply.message, strnlen(reply.message, sizeof(reply.message))));
   }
+  std::memcpy(attachment->memory_handle.data(), reply.memory_handle,
+              attachment->memory_handle.size());
   map_shared(*attachment, fds);
-  const NodeHeader* header = attachment->header();
-  const node::NodeGeometry geometry{
-      header->lane_count, header->lane_slots, header->batch_size, header->data_bytes,
-      header->device == static_cast<uint32_t>(node::LaneDevice::kHost)};
+  const node::NodeFacts& facts = attachment->facts;
+  const node::NodeGeometry geometry = facts.geometry();
   auto* base = static_cast<const uint8_t*>(attachment->region.data());
   auto* slots = reinterpret_cast<const node::LaneSlot*>(base + geometry.slots_offset()) +
                 uint64_t{static_cast<uint32_t>(lane)} * geometry.slots;
   attachment->protocol = std::make_unique<node::TrainerLane>(
       *static_cast<node::ControlHeader*>(attachment->control.data()), slots, geometry.slots);
-  attachment->lanes =
-      geometry.host_lanes
-          ? node::make_host_trainer_lanes(*attachment->protocol,
-                                          static_cast<uint8_t*>(attachment->ring.data()),
-                                          attachment->ring.size())
-          : node::make_cuda_trainer_lanes(header, static_cast<uint32_t>(lane));
+  attachment->lanes = geometry.host_lanes
+                          ? node::make_host_trainer_lanes(
+                                *attachment->protocol,
+                                static_cast<uint8_t*>(attachment->ring.data()),
+                                attachment->ring.size())
+                          : node::make_cuda_trainer_lanes(cuda_lane(*attachment));
   node::TrainerLane* protocol = attachment->protocol.get();
   attachment->releaser = std::make_unique<trainer::SlotReleaser>(
       [protocol](uint64_t lane_batch) { protocol->release(lane_batch); });
@@ -182,7 +250,7 @@ class RINGLOADER_HIDDEN AttachedLoader::Impl {
   Impl(const std::string& name, AttachOptions options) : options_(options) {
     const int lane = options.trainer >= 0 ? options.trainer : lane_from_environment();
     attachment_ = connect_lane(name, lane, options);
-    const NodeHeader* h = attachment_->header();
+    const node::NodeFacts* h = &attachment_->facts;
     shape_.channels = h->channels;
     shape_.height = h->height;
     shape_.width = h->width;
@@ -210,8 +278,8 @@ class RINGLOADER_HIDDEN AttachedLoader::Impl {
   }
   std::optional<Batch> next(const std::function<void()>& check);
 
-  int64_t per_epoch() const { return attachment_->header()->batches_per_epoch; }
-  int64_t batch_size() const { return attachment_->header()->batch_size; }
+  int64_t per_epoch() const { return attachment_->facts.batches_per_epoch; }
+  int64_t batch_size() const { return attachment_->facts.batch_size; }
   int lane() const { return attachment_->lane; }
   int64_t epoch() const { return epoch_; }
   const SampleShape& shape() const { return shape_; }
@@ -257,8 +325,8 @@ std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& che
   for (;;) {
     wait_ready(cursor_, check);
     // One copy, checked: the node may be another build.
-    const node::LaneSlot slot = attachment_->protocol->slot_for(cursor_);
-    node::check_slot(slot, cursor_, *attachment_->header(), lane(), attachment_->who);
+    const node::LaneSlot slot = read_slot(attachment_->protocol->slot_for(cursor_));
+    node::check_slot(slot, cursor_, attachment_->facts, lane(), attachment_->who);
     if (adopt_position_) {
       // No set_epoch: go on where the lane is (a trainer that re-attached
       // mid-epoch continues that epoch).
@@ -312,7 +380,7 @@ void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
   while (!protocol.wait_ready(lane_batch, poll_ns)) {
     attachment_->releaser->poll();
     spill_holder(lane_batch);
-    const NodeHeader* h = attachment_->header();
+    const NodeHeader* h = attachment_->live_header();
     if (h->state.load(std::memory_order_acquire) !=
             static_cast<uint32_t>(NodeState::kServing) ||
         node::peer_gone(attachment_->socket)) {
@@ -325,15 +393,16 @@ void AttachedLoader::Impl::wait_ready(uint64_t lane_batch,
 }
 
 void AttachedLoader::Impl::node_gone() const {
-  const NodeHeader* h = attachment_->header();
+  const NodeHeader* h = attachment_->live_header();
+  const node::NodeFacts& facts = attachment_->facts;
   const std::string& who = attachment_->who;
   const std::string waiting = "; trainer " + std::to_string(lane()) + " was waiting for batch " +
                               std::to_string(next_index_) + " of epoch " +
                               std::to_string(epoch_);
   switch (static_cast<NodeState>(h->state.load(std::memory_order_acquire))) {
     case NodeState::kFinished:
-      throw NodeError("ringloader: " + who + " served its " + std::to_string(h->epochs) +
-                      " epoch(s) from epoch " + std::to_string(h->first_epoch) + waiting);
+      throw NodeError("ringloader: " + who + " served its " + std::to_string(facts.epochs) +
+                      " epoch(s) from epoch " + std::to_string(facts.first_epoch) + waiting);
     case NodeState::kStopped:
       throw NodeError("ringloader: " + who + " stopped" + waiting);
     case NodeState::kFailed:
@@ -357,9 +426,11 @@ void AttachedLoader::Impl::node_gone() const {
 Batch AttachedLoader::Impl::lease(uint64_t lane_batch, const node::LaneSlot& slot) {
   const node::TrainerLane& protocol = *attachment_->protocol;
   protocol.lease(lane_batch);
-  const NodeHeader* h = attachment_->header();
+  const node::NodeFacts* h = &attachment_->facts;
   const int64_t rows = slot.rows;  // checked: 1..batch_size
-  // Offsets and sizes were checked against the region's size at attach.
+  // Offsets and sizes were checked against the region's size at attach, in
+  // the copy: row < lane_count x lane_slots, so row x batch_size x 8 stays
+  // below targets' and indices' ends.
   const uint64_t row = uint64_t{static_cast<uint32_t>(lane())} * h->lane_slots +
                        protocol.slot_index(lane_batch);
   auto* base = static_cast<const uint8_t*>(attachment_->region.data());

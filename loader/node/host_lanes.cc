@@ -81,14 +81,22 @@ class HostTrainerLanes : public TrainerLanes {
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                      torch::ScalarType dtype, std::function<void()> release) override {
     // Read once: the node may be another build, and we check what we use.
-    const uint64_t offset = lane_.slot_for(slot).ring_offset;
+    const uint64_t offset =
+        *static_cast<const volatile uint64_t*>(&lane_.slot_for(slot).ring_offset);
+    // Each product checked: sizes that wrap could pass the bound below.
     uint64_t bytes = c10::elementSize(dtype);
-    for (int64_t size : sizes) bytes *= static_cast<uint64_t>(size);
-    if (offset > ring_bytes_ || bytes > ring_bytes_ - offset) {
+    bool overflow = false;
+    for (int64_t size : sizes) {
+      overflow = overflow || size < 0 ||
+                 __builtin_mul_overflow(bytes, static_cast<uint64_t>(size), &bytes);
+    }
+    if (overflow || offset > ring_bytes_ || bytes > ring_bytes_ - offset) {
       release();
       throw NodeError("ringloader: node published a batch outside its ring (slot " +
                       std::to_string(slot) + ", ring_offset " +
-                      std::to_string(offset) + ", " + std::to_string(bytes) + " bytes, ring " +
+                      std::to_string(offset) + ", " +
+                      (overflow ? std::string("a size over 64 bits") : std::to_string(bytes) + " bytes") +
+                      ", ring " +
                       std::to_string(ring_bytes_) + " bytes)");
     }
     const auto options = torch::TensorOptions().dtype(dtype);

@@ -25,8 +25,9 @@ class NodeLanes {
  public:
   virtual ~NodeLanes() = default;
   // Constructing thread, once, before the node accepts trainers (they read
-  // what it writes at attach): allocates device memory and writes its IPC
-  // handles and PCI bus ids into the region (CUDA only).
+  // what it writes at attach): allocates device memory, keeps its IPC
+  // handles (for lane_handle()) and writes the lanes' PCI bus ids into the
+  // region (CUDA only).
   virtual void open() = 0;
   // Serve thread. Puts `batch`'s data into lane `lane`'s slot `slot`, whose
   // last batch is consumed. True when the data is in place (publish it now);
@@ -38,6 +39,12 @@ class NodeLanes {
   virtual void reap(const std::function<void(uint32_t lane)>& copied) = 0;
   // Batches still being copied.
   virtual size_t in_flight() const = 0;
+  // Attach thread, after open(): the handle lane `lane`'s trainer alone
+  // gets in its attach reply (CUDA: the lane memory's IPC handle).
+  virtual LaneHandle lane_handle(uint32_t lane) const {
+    (void)lane;
+    return {};
+  }
   // Before the destructor (CUDA): lanes whose trainer may still map the
   // lane's memory keep it (undefined behaviour to free it under them).
   virtual void retire(const std::vector<bool>& still_attached) { (void)still_attached; }
@@ -68,13 +75,27 @@ std::unique_ptr<NodeLanes> make_host_node_lanes(std::vector<NodeLane*> lanes,
                                                 const uint8_t* ring, size_t ring_bytes);
 std::unique_ptr<TrainerLanes> make_host_trainer_lanes(const TrainerLane& lane,
                                                       uint8_t* ring, size_t ring_bytes);
+// What a trainer knows of its CUDA lane, all copied at attach: the node's
+// header fields (checked), the PCI bus id from its LaneHeader, and the
+// handle from its own attach reply. Nothing is read from the region after.
+struct CudaLane {
+  uint32_t lane = 0;
+  uint32_t slots = 0;  // lane_slots, checked >= 1
+  uint64_t slot_data_bytes = 0;
+  char pci_bus_id[kPciBusIdBytes] = {};
+  LaneHandle memory_handle{};
+};
+
 // CUDA IPC lanes (OptionError without CUDA or a GPU). Lanes' devices come
 // from their LaneHeaders; unless `explicit_devices`, lane i takes GPU
 // i % (visible GPUs). The node's host batches must be page-locked for the
 // copies to be asynchronous. The trainer finds the lane's GPU by its PCI
-// bus id (its CUDA_VISIBLE_DEVICES may number GPUs otherwise); `header`
-// is its read-only mapping, checked by the caller. As above for the caller.
+// bus id (its CUDA_VISIBLE_DEVICES may number GPUs otherwise). The trainer
+// maps the lane's device memory read-write (CUDA IPC has no read-only
+// mapping): an in-place op on a batch writes the lane's slot, which only
+// this trainer maps and the node's next copy into it overwrites whole.
+// As above for the caller.
 std::unique_ptr<NodeLanes> make_cuda_node_lanes(NodeHeader* header, bool explicit_devices);
-std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const NodeHeader* header, uint32_t lane);
+std::unique_ptr<TrainerLanes> make_cuda_trainer_lanes(const CudaLane& lane);
 
 }  // namespace ringloader::node

@@ -12,8 +12,9 @@
 // decoded it, in a slot of the node's ring: the ring's memfd goes to the
 // trainer with the region's, and LaneSlot::ring_offset says where the
 // batch is (zero copies on either side). With device "cuda" a lane's slot
-// data is one device allocation on the lane's GPU, exported by the IPC
-// handle in its LaneHeader. The words a trainer writes (its slots' states,
+// data is one device allocation on the lane's GPU, exported by an IPC
+// handle that only that lane's trainer receives, in its attach reply
+// (node_socket.h): every trainer maps this region, so it holds no handle. The words a trainer writes (its slots' states,
 // its next lease) are not here but in its lane's control memfd
 // (lane_control.h), made afresh at each attach. Parties: the node's serve
 // thread (fills slots), its attach thread (lanes' trainer_pid) and each
@@ -21,6 +22,7 @@
 // cache-line aligned, asserted: the trainer may be another build.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,19 +33,25 @@ namespace ringloader::node {
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPageSize = 4096;
 inline constexpr uint64_t kNodeMagic = 0x45444f4e474e4952ULL;  // "RINGNODE"
-inline constexpr uint32_t kNodeLayoutVersion = 4;
+inline constexpr uint32_t kNodeLayoutVersion = 5;
 inline constexpr size_t kIpcHandleBytes = 64;  // cudaIpc{Mem,Event}Handle_t
 inline constexpr size_t kNodeErrorBytes = 440;
 inline constexpr size_t kPciBusIdBytes = 32;  // cudaDeviceGetPCIBusId's text
 inline constexpr uint32_t kMaxLanes = 1024;
 inline constexpr uint32_t kMaxLaneSlots = 64;
 
+// A CUDA lane's cudaIpcMemHandle_t, as bytes: what opens that lane's
+// device memory (read-write) in another process. Zeros for host lanes.
+using LaneHandle = std::array<uint8_t, kIpcHandleBytes>;
+
 enum class LaneDevice : uint32_t { kHost = 0, kCuda = 1 };
 enum class NodeState : uint32_t { kServing = 0, kFinished = 1, kStopped = 2, kFailed = 3 };
 
 // Written by the node before it binds its name; read-only after, but for
 // `state` (the node's serve thread) and `error` (written before a kFailed
-// state is stored with release).
+// state is stored with release). A trainer copies and checks the rest once
+// at attach (attach_checks.h) and never reads it here again: the node's own
+// mapping stays writable, so a field checked here could change after.
 struct alignas(kCacheLine) NodeHeader {
   uint64_t magic;
   uint32_t layout_version;
@@ -77,21 +85,20 @@ static_assert(offsetof(NodeHeader, targets_offset) == 96);
 static_assert(offsetof(NodeHeader, state) == 128);
 static_assert(offsetof(NodeHeader, error) == 136);
 
-// One trainer's lane. Written by the node only.
+// One trainer's lane. Written by the node only. No capability here (every
+// trainer maps it): the lane memory's IPC handle goes to its trainer alone.
 struct alignas(kCacheLine) LaneHeader {
   // The attached trainer's pid, 0 when none: written by the attach thread.
   std::atomic<int32_t> trainer_pid;
   int32_t device;               // the node's GPU index for LaneDevice::kCuda
-  uint8_t memory_handle[kIpcHandleBytes];  // cudaIpcMemHandle_t of the slots
   // The lane GPU's PCI bus id ("0000:3b:00.0"), NUL-terminated: a trainer
   // with another CUDA_VISIBLE_DEVICES numbers the GPUs differently.
   char pci_bus_id[kPciBusIdBytes];
-  char padding[2 * kCacheLine - 8 - kIpcHandleBytes - kPciBusIdBytes];
+  char padding[2 * kCacheLine - 8 - kPciBusIdBytes];
 };
 static_assert(std::is_standard_layout_v<LaneHeader>);
 static_assert(sizeof(LaneHeader) == 128 && alignof(LaneHeader) == 64);
-static_assert(offsetof(LaneHeader, memory_handle) == 8);
-static_assert(offsetof(LaneHeader, pci_bus_id) == 72);
+static_assert(offsetof(LaneHeader, pci_bus_id) == 8);
 
 // Phases of a lane slot's state word: (generation << 2) | phase, where the
 // generation is the lane batch number / S (mod 2^30), as in the ring.

@@ -158,11 +158,14 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
                                            internal::LoaderAccess::ring_bytes(*loader_));
       shared_fds_.push_back(node::reopen_read_only(ring_fd));
     }
-    // Before any trainer can attach: a trainer reads the lanes' device
-    // memory handles and PCI bus ids at attach, once.
+    // Before any trainer can attach: a trainer reads its lane's PCI bus id
+    // at attach, once, and gets its device memory handle in the reply.
     memory_->open();
+    // Each lane's handle goes to its own trainer, in its attach reply.
+    node::NodeLanes* memory = memory_.get();
     listener_ = std::make_unique<node::AttachListener>(
-        node_.name, listen_fd, shared_fds_, lane_pointers(), lane_headers(), policy);
+        node_.name, listen_fd, shared_fds_, lane_pointers(), lane_headers(), policy,
+        [memory](uint32_t lane) { return memory->lane_handle(lane); });
   }
 
   ~Impl() {
@@ -377,9 +380,12 @@ void NodeLoader::Impl::put(uint32_t lane_index, Batch batch, int64_t epoch, int6
   const uint64_t row = uint64_t{lane_index} * node_.lane_slots + slot;
   auto* base = static_cast<uint8_t*>(region_.data());
   const int64_t rows = batch.target.numel();
-  std::memcpy(base + header()->targets_offset + row * options_.batch_size * 8,
+  // Offsets from our own geometry, not from the region's header: that is
+  // shared memory, what the node tells trainers, not what it relies on.
+  const node::NodeGeometry layout = geometry();
+  std::memcpy(base + layout.targets_offset() + row * options_.batch_size * 8,
               batch.target.contiguous().data_ptr<int64_t>(), rows * 8);
-  std::memcpy(base + header()->indices_offset + row * options_.batch_size * 8,
+  std::memcpy(base + layout.indices_offset() + row * options_.batch_size * 8,
               batch.sample_indices.data(), batch.sample_indices.size() * 8);
   node::LaneSlot& fields = lane.slot(slot);
   fields.rows = static_cast<uint32_t>(rows);

@@ -9,8 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -38,6 +38,29 @@ int new_socket() {
   return fd;
 }
 
+// Who holds a taken name: names are public, so it may be any user's
+// process. Connects without waiting (a squatter's full backlog must not
+// stall us) and asks the kernel (SO_PEERCRED), not the holder.
+std::string name_taken(const std::string& name, const sockaddr_un& address,
+                       socklen_t length) {
+  const std::string option = "pick another with NodeOptions::name (Python: NodeLoader(name=...))";
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  PeerCredentials holder;
+  if (fd >= 0 && connect(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0) {
+    holder = peer_credentials(fd);
+  }
+  if (fd >= 0) close(fd);
+  if (holder.pid > 0 && holder.uid != geteuid()) {
+    return "ringloader: node name \"" + name + "\" is already bound by pid " +
+           std::to_string(holder.pid) + " of uid " + std::to_string(holder.uid) +
+           ", another user (node names are public: any user can bind one first); " + option;
+  }
+  return "ringloader: node name \"" + name +
+         "\" is taken by another live node loader on this machine (network namespace" +
+         (holder.pid > 0 ? ", pid " + std::to_string(holder.pid) : std::string()) + "); " +
+         option;
+}
+
 }  // namespace
 
 void check_node_name(const std::string& name) {
@@ -60,11 +83,7 @@ int listen_on(const std::string& name) {
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
     int error = errno;
     close(fd);
-    if (error == EADDRINUSE) {
-      throw OptionError("ringloader: node name \"" + name +
-                        "\" is taken by another live node loader on this machine "
-                        "(network namespace); pick another NodeOptions::name");
-    }
+    if (error == EADDRINUSE) throw OptionError(name_taken(name, address, length));
     throw Error("ringloader: binding node \"" + name + "\": " + std::strerror(error));
   }
   if (listen(fd, 64) != 0 || fcntl(fd, F_SETFL, O_NONBLOCK) != 0) {
@@ -161,6 +180,56 @@ void close_all(std::vector<int>* fds) {
   fds->clear();
 }
 
+ReadStep read_part(int socket, PartialMessage* message) {
+  if (message->complete()) return ReadStep::kDone;
+  iovec part{message->data.data() + message->got, message->data.size() - message->got};
+  msghdr header{};
+  header.msg_iov = &part;
+  header.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+  header.msg_control = control;
+  header.msg_controllen = sizeof(control);
+  ssize_t got;
+  do {
+    got = recvmsg(socket, &header, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  for (cmsghdr* each = CMSG_FIRSTHDR(&header); each; each = CMSG_NXTHDR(&header, each)) {
+    if (each->cmsg_level != SOL_SOCKET || each->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (each->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(each) + i * sizeof(int), sizeof(int));
+      message->fds.push_back(fd);
+    }
+  }
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ReadStep::kMore;
+  // A truncated control message (MSG_CTRUNC) lost descriptors: refuse it.
+  if (got <= 0 || (header.msg_flags & MSG_CTRUNC)) {
+    close_all(&message->fds);
+    return ReadStep::kClosed;
+  }
+  message->got += static_cast<size_t>(got);
+  return message->complete() ? ReadStep::kDone : ReadStep::kMore;
+}
+
+ReadStep receive_until(int socket, PartialMessage* message,
+                       std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    const ReadStep step = read_part(socket, message);
+    if (step != ReadStep::kMore) return step;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return ReadStep::kMore;
+    pollfd watch{socket, POLLIN, 0};
+    // Capped so that a clock far in the future cannot overflow poll's int.
+    if (poll(&watch, 1, static_cast<int>(std::min<int64_t>(left.count() + 1, 60'000))) < 0 &&
+        errno != EINTR) {
+      close_all(&message->fds);
+      return ReadStep::kClosed;
+    }
+  }
+}
+
 PeerCredentials peer_credentials(int socket) {
   ucred credentials{};
   socklen_t length = sizeof(credentials);
@@ -207,9 +276,23 @@ int peer_pidfd(int socket, int pid) {
 }
 
 gid_t resolve_group(const std::string& group, const std::string& option) {
-  char* end = nullptr;
-  const unsigned long number = std::strtoul(group.c_str(), &end, 10);
-  if (!group.empty() && *end == '\0') return static_cast<gid_t>(number);
+  // Digits are a number, parsed strictly: strtoul would take "4294967296"
+  // for gid 0 (and " 5" or "+5" for 5).
+  const bool digits = !group.empty() && std::all_of(group.begin(), group.end(), [](char c) {
+    return c >= '0' && c <= '9';
+  });
+  if (digits) {
+    constexpr uint64_t kMaxGid = static_cast<gid_t>(-1) - uint64_t{1};
+    uint64_t number = 0;
+    for (char c : group) {
+      number = number * 10 + static_cast<uint64_t>(c - '0');
+      if (number > kMaxGid) {
+        throw OptionError("ringloader: " + option + " is \"" + group +
+                          "\": a group number must be 0.." + std::to_string(kMaxGid));
+      }
+    }
+    return static_cast<gid_t>(number);
+  }
   std::vector<char> buffer(16384);
   struct group entry {};
   struct group* found = nullptr;

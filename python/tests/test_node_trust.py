@@ -46,10 +46,10 @@ RAW_ATTACH = textwrap.dedent("""
     def attach(name, lane):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect("\\0ringloader/" + name)
-        s.sendall(struct.pack("<IIii", 0x4e4c5241, 3, lane, 0))
-        msg, fds, _, _ = socket.recv_fds(s, 256, 3)
+        s.sendall(struct.pack("<IIii", 0x4e4c5241, 4, lane, 0))
+        msg, fds, _, _ = socket.recv_fds(s, 320, 3, socket.MSG_WAITALL)
         accepted = struct.unpack_from("<i", msg, 4)[0]
-        return s, accepted, fds, msg[16:].split(b"\\0")[0].decode()
+        return s, accepted, fds, msg[80:].split(b"\\0")[0].decode()
 """)
 
 
