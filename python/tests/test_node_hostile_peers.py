@@ -16,7 +16,7 @@ import pytest
 import ringloader
 from conftest import NOBODY
 from node_helpers import _name, _dataset, _python
-from test_node_trust import _python_as, root_only
+from test_node_trust import _python_as
 
 # Five connections that never say a word, then a loop that connects, waits
 # a little and reconnects, until killed: uid 65534, admitted by allow_group.
@@ -48,7 +48,7 @@ def _stop(process):
     process.wait()
 
 
-@root_only
+@pytest.mark.cross_user
 def test_silent_admitted_peers_do_not_delay_an_attach(image_folder):
     """The old attach thread read each connection with a blocking 2 s
     receive: five silent peers cost a trainer's attach 10 s."""
@@ -84,7 +84,7 @@ TIMED = """
 """
 
 
-@root_only
+@pytest.mark.cross_user
 def test_a_dead_trainers_detach_does_not_wait_behind_silent_peers(image_folder):
     """Trainer 1 holds its lane's slots, so the node (dealing in lockstep)
     waits for it and trainer 0 waits too; trainer 1 is killed: its detach
@@ -145,7 +145,7 @@ def test_a_node_that_never_answers_does_not_hang_its_trainer():
     assert "did not answer" in out and f"@ringloader/{name}" in out, out
 
 
-@root_only
+@pytest.mark.cross_user
 def test_refused_peers_are_logged_at_most_once_a_second(image_folder, capfd):
     name = _name("refused-log")
     with ringloader.NodeLoader(_dataset(image_folder), batch_size=2, num_workers=1,
@@ -168,7 +168,7 @@ def test_refused_peers_are_logged_at_most_once_a_second(image_folder, capfd):
     assert "uid 65534" in lines[0]
 
 
-@root_only
+@pytest.mark.cross_user
 def test_a_name_another_user_bound_first_is_a_clear_error(image_folder):
     name = _name("taken")
     squatter = _python_as(NOBODY, f"""
