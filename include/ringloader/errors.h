@@ -42,12 +42,35 @@ class RINGLOADER_EXPORT DecodeError : public Error {
   using Error::Error;
 };
 
+// A batch a worker reported FAILED, as the trainer read it from the ring:
+// which batch and which worker, never taken from the error's text (which
+// starts with the sample's name, chosen by whoever made the data). Python
+// workers' exception records are matched to the error by these fields.
+struct FailedBatch {
+  uint64_t batch_id = 0;   // the ring's id of the batch
+  int64_t epoch = 0;       // the batch's epoch and its index in it
+  int64_t index = 0;
+  int32_t worker = -1;     // the worker index the slot names as its filler, or -1
+  int64_t worker_pid = 0;  // that worker's pid, 0 when unknown
+};
+
 // A worker process failed (died, hung) or reported an error while producing
 // a batch. The message names the worker, the batch and, when known, the
-// sample and file. Maps to Python's RuntimeError.
+// sample and file. Maps to Python's RuntimeError (ringloader.WorkerError,
+// with the attributes batch_id, epoch, batch_index, worker and worker_pid
+// when a worker reported the batch failed; absent otherwise).
 class RINGLOADER_EXPORT WorkerError : public Error {
  public:
   using Error::Error;
+  WorkerError(const std::string& message, const FailedBatch& failed)
+      : Error(message), failed_(failed), reported_(true) {}
+  // The batch a worker reported failed; nullptr for other worker errors (a
+  // death, a hang, a protocol violation). Owned by the exception.
+  const FailedBatch* failed_batch() const noexcept { return reported_ ? &failed_ : nullptr; }
+
+ private:
+  FailedBatch failed_{};
+  bool reported_ = false;
 };
 
 // The trainer holds every ring slot through live batches, so the next batch

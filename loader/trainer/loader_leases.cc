@@ -73,10 +73,13 @@ std::string Loader::Impl::where() const {
 void Loader::Impl::raise_failure(uint64_t batch_id) {
   ring::FailedSlot failed = ring::read_failed_slot(*ring_, batch_id);
   std::string where = "ringloader: " + this->where();
+  FailedBatch reported{batch_id, epoch_.epoch(), epoch_.cursor(), -1, 0};
   if (pool_ && failed.filler >= 0) {
+    reported.worker = failed.filler;
+    reported.worker_pid = ring_->worker(static_cast<uint32_t>(failed.filler))
+                              .pid.load(std::memory_order_relaxed);
     where += " (worker " + std::to_string(failed.filler) + ", pid " +
-             std::to_string(ring_->worker(static_cast<uint32_t>(failed.filler))
-                                .pid.load(std::memory_order_relaxed)) + ")";
+             std::to_string(reported.worker_pid) + ")";
   }
   std::string message = where + ": " + failed.text;
   if (!failed.note.empty()) message += " [" + failed.note + "]";
@@ -86,7 +89,7 @@ void Loader::Impl::raise_failure(uint64_t batch_id) {
   epoch_.advance();
   if (failed.kind == ring::ErrorKind::kDecode) throw DecodeError(message);
   if (failed.kind == ring::ErrorKind::kIo) throw IoError(message);
-  throw WorkerError(message);
+  throw WorkerError(message, reported);
 }
 
 void Loader::Impl::reject_batch(uint64_t batch_id, const std::string& violation) {

@@ -40,6 +40,29 @@ py::tuple with_builtin(PyObject* base, PyObject* builtin) {
   return py::make_tuple(py::handle(base), py::handle(builtin));
 }
 
+// A WorkerError for a batch a worker reported failed carries which batch
+// and worker as attributes (none of it parsed from the text): Python finds
+// that worker's exception record by them (_exceptions.from_worker).
+void set_worker_error(PyObject* type, const WorkerError& error) {
+  const std::string message = one_prefix(error.what());
+  const FailedBatch* failed = error.failed_batch();
+  if (failed == nullptr) {
+    PyErr_SetString(type, message.c_str());
+    return;
+  }
+  try {
+    py::object instance = py::reinterpret_borrow<py::object>(type)(message);
+    instance.attr("batch_id") = failed->batch_id;
+    instance.attr("epoch") = failed->epoch;
+    instance.attr("batch_index") = failed->index;
+    instance.attr("worker") = failed->worker;
+    instance.attr("worker_pid") = failed->worker_pid;
+    PyErr_SetObject(type, instance.ptr());
+  } catch (py::error_already_set& pending) {
+    pending.restore();  // (out of memory): that error is raised instead
+  }
+}
+
 }  // namespace
 
 void register_errors(py::module_& module) {
@@ -68,7 +91,7 @@ void register_errors(py::module_& module) {
     } catch (const DecodeError& error) {
       PyErr_SetString(decode_error, one_prefix(error.what()).c_str());
     } catch (const WorkerError& error) {
-      PyErr_SetString(worker_error, one_prefix(error.what()).c_str());
+      set_worker_error(worker_error, error);
     } catch (const LeaseError& error) {
       PyErr_SetString(lease_error, one_prefix(error.what()).c_str());
     } catch (const NodeError& error) {

@@ -220,6 +220,10 @@ def _checked_header(raw, start):
     return magic, end, offset, length
 
 
+# The most dimensions a torch tensor has.
+_MAX_DIMS = 64
+
+
 class _SlotUnpickler(pickle.Unpickler):
     def __init__(self, file, raw, start, end):
         super().__init__(file)
@@ -229,6 +233,8 @@ class _SlotUnpickler(pickle.Unpickler):
         try:
             offset, dtype, shape, requires_grad, order = pid
             shape = tuple(int(n) for n in shape)
+            if len(shape) > _MAX_DIMS:  # torch's own limit, a bare RuntimeError
+                raise ValueError(f"{len(shape)} dimensions")
             if order is not None and sorted(order) != list(range(len(shape))):
                 raise ValueError(order)
             numel = 1
@@ -247,12 +253,16 @@ class _SlotUnpickler(pickle.Unpickler):
                                f"{nbytes} bytes) lies outside its batch's "
                                f"{self.end} bytes")
         at = self.start + offset
-        tensor = self.raw[at:at + nbytes].view(dtype).view(shape)
-        if order is not None:  # back to the sender's dimension order
-            tensor = tensor.permute(sorted(range(len(order)), key=order.__getitem__))
-        if nbytes <= SMALL_TENSOR_BYTES:
-            tensor = tensor.clone(memory_format=torch.preserve_format)
-        return tensor.requires_grad_() if requires_grad else tensor
+        try:  # whatever else torch refuses is a bad entry too, not a bare RuntimeError
+            tensor = self.raw[at:at + nbytes].view(dtype).view(shape)
+            if order is not None:  # back to the sender's dimension order
+                tensor = tensor.permute(sorted(range(len(order)), key=order.__getitem__))
+            if nbytes <= SMALL_TENSOR_BYTES:
+                tensor = tensor.clone(memory_format=torch.preserve_format)
+            return tensor.requires_grad_() if requires_grad else tensor
+        except RuntimeError as error:
+            raise CorruptBatch(f"ringloader: a slot's tensor entry {pid!r} is invalid: "
+                               f"{error}") from error
 
 
 def decode(raw, start=0):

@@ -3,79 +3,156 @@
 trainer with its own type, as torch's ExceptionWrapper does.
 
 The slot's error field holds a few hundred bytes, too few for a traceback.
-So the worker writes the exception's type (module and qualified name), its
-text and its traceback to a small file beside the ring, and names the file
-in the error field; the trainer's iterator reads it back (and removes it)
-when the C++ loader raises the batch's WorkerError.
+So the worker sends the exception's type (module and qualified name), its
+text and its traceback as one JSON message on its loader's record channel:
+a SOCK_SEQPACKET socketpair the trainer made for that loader server, whose
+worker end only the server and its workers hold (inherited, no name, no
+file). The trainer takes the record when the C++ loader raises the
+batch's WorkerError, matching it by the fields the C++ side set on the
+error from the ring's slot (``batch_id``, ``worker``), never by its text:
+that text starts with the sample's name, which whoever made the data
+chose. Nothing is written to disk, so nothing is left behind or readable
+by another user, and records go with the socket when the loader is
+dropped or the trainer dies.
 """
-import atexit
-import glob
+import collections
 import importlib
-import os
-import pickle
-import re
+import json
+import socket
 import sys
-import tempfile
-import uuid
 
-_MARKER = re.compile(r"\[python-exception ([^\]]+)\] ?")
+# One record message at most: a traceback's tail is cut to fit.
+MAX_RECORD_BYTES = 1 << 16
+_MAX_MESSAGE_CHARS = 1 << 14
+# Records kept unmatched (a worker killed after it sent one, an epoch
+# abandoned): the oldest go first. Failed batches in flight are bounded by
+# the ring's slots, far fewer.
+_MAX_KEPT = 256
+# Messages read per take(): a flood cannot hold the trainer.
+_MAX_DRAIN = 4096
 
-
-def _record_path(parent_pid, name):
-    return os.path.join(tempfile.gettempdir(), f"ringloader-{parent_pid}-exception-{name}")
-
-
-@atexit.register
-def _forget_unread():
-    """Records of failed batches the trainer never asked for (an epoch
-    abandoned, a loader dropped) go when the trainer exits."""
-    for path in glob.glob(_record_path(os.getpid(), "*.pickle")):
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+_channel = None  # in a worker: (its loader's record socket, its ring index)
 
 
-def failure_message(error, text, worker, sample, parent_pid, limit=390):
-    """The worker's side: the error field's text, naming the record file
-    when it could be written (else as much of the traceback as fits)."""
-    record = {"module": type(error).__module__, "qualname": type(error).__qualname__,
-              "message": str(error), "traceback": text, "worker": worker,
-              "sample": sample}
-    marker = ""
+def set_worker_channel(fd, filler):
+    """In a worker: where failure_message sends records, and the ring
+    worker index (the slot's filler) they are sent as."""
+    global _channel
+    _channel = None if fd is None else (socket.socket(fileno=fd), int(filler))
+
+
+class WorkerRecords:
+    """The trainer's end of one loader server's record channel."""
+
+    def __init__(self):
+        self._ours, self._theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._ours.setblocking(False)
+        self._kept = collections.OrderedDict()
+
+    def worker_end(self):
+        """The descriptor the loader server and its workers inherit."""
+        return self._theirs.fileno()
+
+    def close_worker_end(self):
+        """Once the server holds its copy: the trainer keeps none."""
+        self._theirs.close()
+
+    def close(self):
+        self._theirs.close()
+        self._ours.close()
+
+    def take(self, batch_id, filler):
+        """The record worker `filler` sent for `batch_id`, or None."""
+        self._drain()
+        return self._kept.pop((batch_id, filler), None)
+
+    def _drain(self):
+        for _ in range(_MAX_DRAIN):
+            try:
+                data = self._ours.recv(MAX_RECORD_BYTES + 1)
+            except (BlockingIOError, InterruptedError, OSError):
+                return
+            record = _parsed(data)
+            if record is None:
+                continue
+            self._kept[(record["batch_id"], record["filler"])] = record
+            while len(self._kept) > _MAX_KEPT:
+                self._kept.popitem(last=False)
+
+
+_FIELDS = {"batch_id": int, "filler": int, "module": str, "qualname": str,
+           "message": str, "traceback": str, "worker": int}
+
+
+def _parsed(data):
+    """A record, checked field by field; None when it is not one."""
+    if not data or len(data) > MAX_RECORD_BYTES:
+        return None
     try:
-        path = _record_path(parent_pid, f"{uuid.uuid4().hex}.pickle")
-        with open(path + ".part", "wb") as f:
-            pickle.dump(record, f)
-        os.rename(path + ".part", path)
-        marker = f"[python-exception {path}] "
+        record = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    for name, kind in _FIELDS.items():
+        if type(record.get(name)) is not kind:
+            return None
+    if record.get("sample") is not None and type(record["sample"]) is not int:
+        return None
+    return record
+
+
+def _send_record(record):
+    """True when the record reached the trainer's channel. Never blocks: a
+    full channel (the trainer far behind) costs the record, not the worker."""
+    if _channel is None:
+        return False
+    sock, _ = _channel
+    record = dict(record, message=record["message"][:_MAX_MESSAGE_CHARS])
+    while True:
+        data = json.dumps(record).encode()
+        if len(data) <= MAX_RECORD_BYTES or not record["traceback"]:
+            break
+        keep = len(record["traceback"]) // 2  # the tail: where it was raised
+        record["traceback"] = record["traceback"][-keep:] if keep else ""
+    if len(data) > MAX_RECORD_BYTES:
+        return False
+    try:
+        sock.send(data, socket.MSG_DONTWAIT)
     except OSError:
+        return False
+    return True
+
+
+def failure_message(error, text, worker, sample, batch_id, limit=390):
+    """The worker's side: sends the record of `error` for the batch
+    `batch_id`, and returns the slot's error text (a summary; with as much
+    of the traceback as fits, for when the record could not be sent)."""
+    record = {"batch_id": int(batch_id), "filler": -1 if _channel is None else _channel[1],
+              "module": type(error).__module__, "qualname": type(error).__qualname__,
+              "message": str(error), "traceback": text, "worker": int(worker),
+              "sample": None if sample is None else int(sample)}
+    if not _send_record(record):
         sys.stderr.write(f"ringloader worker {worker}: sample {sample}:\n{text}")
     what = "collating the batch" if sample is None else f"sample {sample}"
-    head = f"{marker}{what}: {type(error).__name__}: {error}"[:limit // 2 + len(marker)]
+    head = f"{what}: {type(error).__name__}: {error}"[:limit // 2]
     room = limit - len(head) - 20
     tail = text[-room:] if room > 0 else ""
     return f"{head}\ntraceback (end):\n{tail}"
 
 
-def from_worker(error):
-    """The trainer's side: the exception to raise for a WorkerError whose
-    message names a record file; `error` itself when it names none."""
-    text = str(error)
-    match = _MARKER.search(text)
-    if match is None:
+def from_worker(error, records):
+    """The trainer's side: the exception to raise for a WorkerError, given
+    the loader's WorkerRecords (None for loaders without Python workers):
+    the worker's own exception when the error's batch and worker fields
+    match a record it sent; `error` itself otherwise."""
+    batch_id, filler = getattr(error, "batch_id", None), getattr(error, "worker", None)
+    if records is None or batch_id is None or filler is None or filler < 0:
         return error
-    path = match.group(1)
-    try:
-        with open(path, "rb") as f:
-            record = pickle.load(f)
-        os.unlink(path)
-    except (OSError, pickle.PickleError, EOFError):
-        return type(error)(_MARKER.sub("", text))
-    batch = text[:match.start()].rstrip(": ")
-    if batch.startswith("ringloader: "):
-        batch = batch[len("ringloader: "):]
-    batch = re.sub(r" \(worker \d+, (pid \d+)\)", r", \1", batch)
+    record = records.take(batch_id, filler)
+    if record is None:
+        return error
+    batch = f"batch {error.batch_index} of epoch {error.epoch}, pid {error.worker_pid}"
     cls = _resolve(record["module"], record["qualname"])
     from . import Error
     if cls is not None and issubclass(cls, Error):

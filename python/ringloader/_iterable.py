@@ -296,7 +296,14 @@ class IterableIterator:
             raise Error(self._lost)
         while self._active:
             position = self._turn % len(self._active)
-            batch = self._take(self._active[position])
+            try:
+                batch = self._take(self._active[position])
+            except Exception:
+                # As torch: a failed task uses up its worker's turn, and the
+                # next next() asks the next worker. (A signal's exception,
+                # Ctrl-C, took nothing: the same worker's turn stays.)
+                self._turn = position + 1
+                raise
             if batch is END:
                 del self._active[position]
                 self._turn = position  # the next worker has moved into it
@@ -318,7 +325,7 @@ class IterableIterator:
                 raw = worker.native.next()
             except WorkerError as error:
                 # The iterator's (or collate_fn's) exception, with its own type.
-                raise _exceptions.from_worker(error) from None
+                raise _exceptions.from_worker(error, worker.records) from None
             except BaseException:
                 # A signal (Ctrl-C) in the instant after the native call
                 # returned drops its batch: going on would skip it.

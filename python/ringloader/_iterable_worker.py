@@ -183,7 +183,7 @@ def serve(index, server_pid, config, ring_fd):
     stream = _Stream(config)
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     stream.heartbeat = endpoint.heartbeat
-    parent_pid, worker_id, fresh = config["parent_pid"], stream.worker_id, True
+    worker_id, fresh = stream.worker_id, True
     while True:
         task = endpoint.next_task()
         if task is None:
@@ -204,7 +204,7 @@ def serve(index, server_pid, config, ring_fd):
                 del slot
         except Exception as error:  # noqa: BLE001  (re-raised in the trainer with its type)
             endpoint.fail(task, -1, failure_message(
-                error, traceback.format_exc(), worker_id, None, parent_pid))
+                error, traceback.format_exc(), worker_id, None, task.batch_id))
             continue
         endpoint.add_times(0.0, time.perf_counter() - started)
         endpoint.publish(task)

@@ -29,6 +29,7 @@ class RingIterator:
     _converted = None        # a torchvision / tensor dataset converted for the C++ workers
     _target_transform = None
     _to_device = None        # where a Python dataset's batches go, or None
+    _records = None          # Python workers' exception records (_exceptions.WorkerRecords)
 
     def __init__(self, loader, backend):
         self._loader, self._backend = loader, backend
@@ -96,7 +97,7 @@ class RingIterator:
             batch = self._native.next()
         except WorkerError as error:
             # A Python dataset's exception comes back with its own type.
-            raise _exceptions.from_worker(error) from None
+            raise _exceptions.from_worker(error, self._records) from None
         except BaseException:
             self._check_lost()
             raise
@@ -191,6 +192,7 @@ class PythonWorkersIterator(RingIterator):
         # its structure may have changed.
         self._batch_structure = self._backend.batch_structure
         self._encoded_start = self._backend.encoded_start
+        self._records = self._backend.worker_records
         # The ring is not pinned for Python datasets (its slots are
         # virtually large): pin_memory pins each batch, as torch's does.
         import torch

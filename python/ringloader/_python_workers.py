@@ -20,7 +20,7 @@ import sys
 import threading
 import weakref
 
-from . import _batch_codec, _fork_threads, _ringloader, _stub_gate, _zygote
+from . import _batch_codec, _exceptions, _fork_threads, _ringloader, _stub_gate, _zygote
 from ._ringloader import OptionError, WorkerError
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -93,9 +93,10 @@ class _Zygote:
         except ChildProcessError:  # reaped by someone else's os.wait()
             return False
 
-    def fork_server(self):
-        """A new loader server; returns the trainer's end of its socket and
-        the server's pid.
+    def fork_server(self, records_fd):
+        """A new loader server, holding `records_fd` (the worker end of its
+        loader's exception-record channel); returns the trainer's end of
+        its socket and the server's pid.
         Raises WorkerError when the zygote is not ready, or forks no
         server, within the timeout (and kills it: the next loader starts
         another)."""
@@ -106,7 +107,7 @@ class _Zygote:
             self.ready = True
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            socket.send_fds(self.control, [b"S"], [theirs.fileno()])
+            socket.send_fds(self.control, [b"S"], [theirs.fileno(), records_fd])
         finally:
             theirs.close()
         try:
@@ -239,13 +240,13 @@ def _zygote_for_use():
         return _zygote_process
 
 
-def _start_server():
+def _start_server(records_fd):
     """A new loader server: the trainer's end of its socket, _ServerProcess."""
     for attempt in range(2):
         zygote = _zygote_for_use()
         try:
             with _lock:
-                return zygote.fork_server()
+                return zygote.fork_server(records_fd)
         except (OSError, EOFError) as error:
             if attempt:
                 raise WorkerError(f"ringloader: cannot start Python workers' zygote: "
@@ -273,7 +274,7 @@ class PythonWorkers:
                       "batch_mode": batching["mode"], "collate_fn": batching["collate_fn"],
                       "collate_in_trainer": batching["collate_in_trainer"]}
         self.iterated = False
-        self.native = self.batch_structure = None
+        self.native = self.batch_structure = self.records = None
         self.encoded_start = 0
         self.payload = self._pickle(dataset)
         self._start(dataset)
@@ -303,9 +304,16 @@ class PythonWorkers:
         # The stubs' proof that the trainer's pool started them: their
         # config memfd holds it (see _stub_gate).
         token = _stub_gate.new_token()
-        server, reply = self._probed_server(dataset, token)
+        records = _exceptions.WorkerRecords()
+        try:
+            server, reply = self._probed_server(dataset, token, records.worker_end())
+        except BaseException:
+            records.close()
+            raise
+        records.close_worker_end()
         if "error" in reply:
             server.close()
+            records.close()
             _raise_probe_error(reply)
         batch_structure = pickle.loads(reply["batch_structure"])
         command = [sys.executable, "-S", _STUB, reply["address"]]
@@ -316,19 +324,20 @@ class PythonWorkers:
                 getattr(dataset, "ringloader_mix", None) or [])
         except BaseException:
             server.close()
+            records.close()
             raise
         # The server lives as long as this native loader (an old epoch's
         # iterator may still hold it after a refresh).
         try:
-            weakref.finalize(native, server.close)
+            weakref.finalize(native, _close_both, server, records)
         except TypeError:
             self._server = server
-        self.native, self.batch_structure = native, batch_structure
+        self.native, self.batch_structure, self.records = native, batch_structure, records
         self.encoded_start = _batch_codec.encoded_start(
             0 if batch_structure is None  # an IterableDataset's (_iterable.py)
             else batch_structure.sample_bytes * self.options["batch_size"])
 
-    def _probed_server(self, dataset, token):
+    def _probed_server(self, dataset, token, records_fd):
         """A server that unpickled the dataset and laid out sample 0, and its
         reply. This is part of the workers' start, so it has their bound
         (worker_start_timeout_s: at least hang_timeout): a server silent
@@ -339,7 +348,7 @@ class PythonWorkers:
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
         bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
         for attempt in (1, 2):
-            server, process = _start_server()
+            server, process = _start_server(records_fd)
             server.settimeout(bound_s if bound_s > 0 else None)
             try:
                 _zygote.send_frame(server, pickle.dumps(header))
@@ -394,6 +403,11 @@ class PythonWorkers:
             # (the encoded part is virtual until written).
             options["ring_slots"] = _ringloader.automatic_ring_slots(options, fixed)
         return sample_bytes, options
+
+
+def _close_both(server, records):
+    server.close()
+    records.close()
 
 
 def _raise_probe_error(reply):

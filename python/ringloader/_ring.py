@@ -144,6 +144,11 @@ class PythonWorkersBackend(RingBackend):
         return self._workers.native
 
     @property
+    def worker_records(self):
+        """Where the workers' exceptions come back (_exceptions.WorkerRecords)."""
+        return self._workers.records
+
+    @property
     def batch_structure(self):
         """How sample 0 (of the dataset as the workers last loaded it) lies
         in a slot (_batch_structure.py)."""

@@ -5,10 +5,13 @@ The server's abstract socket name is public (every user reads it in
 /proc/net/unix), so anyone can connect. A connection is served only when
 all of these hold, each checked before anything the peer sent is used:
 
-* the peer runs as the server's uid (SO_PEERCRED, at accept);
+* the peer runs as the server's effective uid (SO_PEERCRED holds the
+  peer's effective uid as of its connect: the same kind is compared, the
+  one that owns the server's files and ring);
 * the peer is a child of the trainer (the pool spawns stubs itself), read
-  from /proc/<pid>/stat while a pidfd pins the pid, so a reused pid
-  cannot pass;
+  from /proc/<pid>/stat while a pidfd pins the peer, so a reused pid
+  cannot pass: the kernel's own pidfd of the peer (SO_PEERPIDFD, Linux
+  6.5 on), else one opened by its pid just after accept;
 * its message is exactly ``"<index> <group> <token>\\n"`` with ``index``
   below the loader's worker count, ``group`` the peer's own pid (a stub
   leads its own process group, which the worker joins) and ``token`` the
@@ -39,6 +42,9 @@ MESSAGE_MAX = 128  # a valid message is under 90 bytes
 # overloaded machine does not schedule for a while.
 HANDSHAKE_TIMEOUT_S = 10.0
 
+# SO_PEERPIDFD (asm-generic/socket.h); Python's socket module may lack the name.
+SO_PEERPIDFD = getattr(socket, "SO_PEERPIDFD", 77)
+
 _MESSAGE = re.compile(rb"(\d{1,6}) (\d{1,10}) ([0-9a-f]{%d})\n" % TOKEN_HEX)
 
 
@@ -57,6 +63,24 @@ def peer_credentials(sock):
     return struct.unpack("3i", data)
 
 
+def peer_pidfd(sock, pid):
+    """A pidfd of the peer of `sock`: the kernel's (SO_PEERPIDFD), which
+    names the process that connected even if `pid` was reused since; else
+    one opened by `pid` (a kernel before 6.5); None before 5.3 (no pidfds).
+    Raises Refused when the peer is gone."""
+    try:
+        return sock.getsockopt(socket.SOL_SOCKET, SO_PEERPIDFD)
+    except OSError as error:
+        if error.errno not in (errno.ENOPROTOOPT, errno.EINVAL):
+            raise Refused(f"peer {pid}: no pidfd: {error}") from error
+    try:
+        return os.pidfd_open(pid)
+    except OSError as error:
+        if error.errno != errno.ENOSYS:
+            raise Refused(f"peer {pid} is gone: {error}") from error
+    return None  # the uid and token checks remain
+
+
 def parent_of(pid):
     """The parent pid of `pid`, or None when it is gone."""
     try:
@@ -72,16 +96,11 @@ def admit(sock, trainer_pid):
     """At accept, before reading a byte: same uid, and a child of the
     trainer. Returns the peer's pid."""
     pid, uid, _ = peer_credentials(sock)
-    if uid != os.getuid():
-        raise Refused(f"peer uid {uid} is not the trainer's {os.getuid()}")
+    if uid != os.geteuid():  # both effective (see the module's note)
+        raise Refused(f"peer uid {uid} is not the trainer's {os.geteuid()}")
     if pid <= 0:
         raise Refused("peer pid unknown")
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError as error:
-        if error.errno != errno.ENOSYS:
-            raise Refused(f"peer {pid} is gone: {error}") from error
-        pidfd = None  # a kernel before 5.3: the uid and token checks remain
+    pidfd = peer_pidfd(sock, pid)
     try:
         parent = parent_of(pid)
         # Still alive after the read: the stat read was this process's, not

@@ -159,7 +159,6 @@ def serve(index, server_pid, config, ring_fd):
     torch.set_num_threads(1)
     from ringloader import _ringloader
     dataset = config["dataset"]
-    parent_pid = config["parent_pid"]
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
         id=index, num_workers=config["num_workers"], seed=config["seed"] + index,
@@ -182,7 +181,7 @@ def serve(index, server_pid, config, ring_fd):
             # No current sample: the batch failed as a whole (its collate).
             current = -1 if filler.current is None else filler.current
             endpoint.fail(task, current, failure_message(
-                error, traceback.format_exc(), index, filler.current, parent_pid))
+                error, traceback.format_exc(), index, filler.current, task.batch_id))
             continue
         finally:
             filler.writer.release()

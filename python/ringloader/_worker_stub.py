@@ -38,10 +38,11 @@ def _connect(address):
         named = int(address.split("-")[1])
     except (IndexError, ValueError):
         named = None
-    if uid != os.getuid() or pid != named:
+    # SO_PEERCRED holds the server's effective uid: compared with ours.
+    if uid != os.geteuid() or pid != named:
         server.close()
         raise OSError(f"{address} is held by pid {pid} uid {uid}, not the loader "
-                      f"server (pid {named} uid {os.getuid()})")
+                      f"server (pid {named} uid {os.geteuid()})")
     return server
 
 

@@ -47,6 +47,10 @@ from ._stub_gate import STUB_FDS
 # Connections past the uid and parent checks, not yet handed over: more
 # than this, and new ones are closed at once.
 MAX_PENDING = 64
+# Connections accepted per wake-up: a flood of connections (any uid can
+# connect) then costs one batch of accepts between the server's other
+# work (stubs, the trainer), not all of it.
+MAX_ACCEPTS_PER_WAKE = 16
 
 
 def die_with_parent():
@@ -175,10 +179,13 @@ def _serve(control):
         return  # the trainer ended while this process was importing: nothing to serve
     while True:
         try:
-            message, fds, _, _ = socket.recv_fds(control, 16, 1)
+            # The server's channel to its trainer, and the worker end of the
+            # loader's exception-record channel (_exceptions.WorkerRecords).
+            message, fds, _, _ = socket.recv_fds(control, 16, 2)
         except (OSError, EOFError):
             return
         if not message or not fds:
+            _close_fds(fds)
             return
         sys.stdout.flush()
         sys.stderr.flush()
@@ -186,7 +193,8 @@ def _serve(control):
         if pid == 0:
             control.close()
             code = 1
-            server = LoaderServer(socket.socket(fileno=fds[0]))
+            server = LoaderServer(socket.socket(fileno=fds[0]),
+                                  fds[1] if len(fds) > 1 else None)
             try:
                 code = server.run()
             except BaseException:  # noqa: BLE001  (a forked child must not return)
@@ -196,14 +204,15 @@ def _serve(control):
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(code)
-        os.close(fds[0])
+        _close_fds(fds)
 
 
 class LoaderServer:
     """One loader's dataset, probed once, forked into its workers."""
 
-    def __init__(self, trainer):
+    def __init__(self, trainer, records=None):
         self.trainer = trainer       # the loader's lifeline and channel
+        self.records = records       # workers send exception records on it
         self.workers = {}            # stub connection -> worker pid
         self.orphans = set()         # stubs gone, their worker killed, not reaped
         self.pending = {}            # admitted connection -> (peer pid, deadline)
@@ -340,9 +349,11 @@ class LoaderServer:
                 pass
 
     def _accept(self):
-        """Every connection waiting; checks who connected before reading a
-        byte (see _stub_gate)."""
-        while True:
+        """Up to MAX_ACCEPTS_PER_WAKE waiting connections (the listener
+        stays readable for the rest); checks who connected before reading a
+        byte (see _stub_gate). Refusals are not logged: a flood would fill
+        the trainer's stderr."""
+        for _ in range(MAX_ACCEPTS_PER_WAKE):
             try:
                 conn, _ = self.listener.accept()
             except OSError:  # none left (EAGAIN), or none to be had now
@@ -412,6 +423,8 @@ class LoaderServer:
                 if fd > 2:
                     os.close(fd)
             os.close(fds[4])  # the config memfd: the payload came by socket
+            from ringloader import _exceptions
+            _exceptions.set_worker_channel(self.records, index)
             if self.config.get("iterable") is not None:
                 from ringloader import _iterable_worker as _worker
             else:
@@ -444,6 +457,14 @@ class LoaderServer:
                     stub.close()
                     del self.workers[stub]
                     self.orphans.discard(stub)
+
+
+def _close_fds(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _recv_or_gone(sock):

@@ -10,7 +10,9 @@ library only: it runs as `nobody` too, with python -S).
 Prints SERVED when the server forked a worker for it (it answered with a
 wait status, or a worker wrote to the stderr handed over), REFUSED when
 every connection was closed unserved; silent prints CONNECTED and holds on;
-impostor prints BOUND, then GOT-FDS N or NOTHING."""
+impostor prints BOUND, then CONNECTED once a peer connected and GOT-FDS N
+(the descriptors it handed over before it hung up), or NOTHING when none
+connected within 30 s."""
 import os
 import select
 import socket
@@ -105,11 +107,16 @@ def impostor(address):
     listener.settimeout(30)
     try:
         stub, _ = listener.accept()
-        stub.settimeout(5)
-        _, fds, _, _ = socket.recv_fds(stub, 256, 16)
-        print("GOT-FDS", len(fds), flush=True)
     except OSError:
         print("NOTHING", flush=True)
+        return
+    print("CONNECTED", flush=True)
+    stub.settimeout(5)
+    try:
+        _, fds, _, _ = socket.recv_fds(stub, 256, 16)
+    except OSError:  # (a stub that hangs up sends nothing: 0 below)
+        fds = []
+    print("GOT-FDS", len(fds), flush=True)
 
 
 if __name__ == "__main__":

@@ -83,6 +83,34 @@ def test_a_tensor_entry_outside_the_batch_is_refused():
         codec.decode(raw, START)
 
 
+def _forged(slot, raw, entry):
+    """A batch of one tensor whose entry `entry` rewrites (a hostile worker)."""
+    import io
+
+    class Forger(codec._SlotPickler):
+        def persistent_id(self, obj):
+            pid = super().persistent_id(obj)
+            return None if pid is None else entry(pid)
+
+    buffer = io.BytesIO()
+    pickler = Forger(buffer, raw, START, len(slot) - START)
+    pickler.dump([torch.ones(2000)])
+    blob = buffer.getvalue()
+    offset = pickler.next
+    slot[START + offset:START + offset + len(blob)] = blob
+    codec._HEADER.pack_into(slot, START, codec.MAGIC, offset + len(blob), offset, len(blob))
+
+
+@pytest.mark.parametrize("dims", [65, 200])
+def test_a_tensor_entry_with_too_many_dimensions_is_corrupt(dims):
+    """torch refuses over 64 dimensions with a bare RuntimeError: the
+    trainer must say CorruptBatch, as for any other bad entry."""
+    slot, raw = _slot()
+    _forged(slot, raw, lambda pid: (pid[0], pid[1], (1,) * dims, pid[3], None))
+    with pytest.raises(codec.CorruptBatch, match="invalid"):
+        codec.decode(raw, START)
+
+
 def test_requires_grad_and_dtypes_survive():
     slot, raw = _slot()
     batch = {dtype: torch.ones(3000, dtype=dtype) for dtype in

@@ -226,6 +226,52 @@ def test_an_iterator_that_raises_is_reraised_with_its_type(num_workers):
     assert_same(ours, torchs)
 
 
+class StumblesOnce(IterableDataset):
+    """Each worker's items (worker, 0), (worker, 1), ...; worker 1's second
+    item raises, and its iterator goes on after it (a class iterator, not a
+    generator, which would end at its exception)."""
+
+    def __iter__(self):
+        return _Stumbling(get_worker_info().id)
+
+
+class _Stumbling:
+    def __init__(self, worker):
+        self.worker, self.item = worker, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item, self.item = self.item, self.item + 1
+        if item >= 5:
+            raise StopIteration
+        if self.worker == 1 and item == 1:
+            raise BrokenStream(f"worker 1 stumbled at item {item}")
+        return torch.tensor([self.worker, item])
+
+
+def test_after_a_workers_exception_the_order_goes_on_as_torchs():
+    """In torch a failed task uses up its worker's turn: the batch after the
+    error comes from the next worker, not again from the one that raised."""
+    def run(loader_class):
+        batches, errors = [], 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            iterator = iter(loader_class(StumblesOnce(), batch_size=None, num_workers=2))
+            while True:
+                try:
+                    batches.append(tuple(next(iterator).tolist()))
+                except StopIteration:
+                    return batches, errors
+                except BrokenStream:
+                    errors += 1
+                    batches.append("error")
+    ours, torchs = run(ringloader.DataLoader), run(TorchDataLoader)
+    assert torchs[1] == 1 and torchs[0][3] == "error"
+    assert ours == torchs
+
+
 def test_the_fallback_says_why_once(monkeypatch):
     from ringloader import _torch_fallback
     monkeypatch.setattr(_torch_fallback, "_warned", set())
