@@ -25,10 +25,13 @@ def decoded_in_cpp(dataset):
 
 def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers,
             drop_last, timeout, worker_init_fn, multiprocessing_context, generator,
-            prefetch_factor, seed, on_error, distributed, rank, world_size, native):
+            prefetch_factor, seed, on_error, distributed, rank, world_size, native,
+            batch_capacity=None):
     """The checked arguments, as a namespace: shuffle, auto_workers, source,
     target_transform, batch_size, drop_last, sampler, batch_sampler, order,
-    rank, world_size, seed, sharded, mix, native_shuffle."""
+    rank, world_size, seed, sharded, mix, native_shuffle.
+    ``batch_capacity``: the longest batch of a custom batch_sampler that
+    has no batch_size of its own (None: it must have one)."""
     out = types.SimpleNamespace(shuffle=shuffle, auto_workers=check_counts(
         num_workers, timeout, prefetch_factor))
     # Unbatched loading hands out samples as the dataset makes them: a
@@ -42,7 +45,7 @@ def resolve(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers
     _check_dataset(dataset, multiprocessing_context)
     custom = batch_sampler is not None and _batches.is_custom(batch_sampler)
     out.batch_size, sampler, out.drop_last = _batching(
-        batch_size, shuffle, sampler, batch_sampler, drop_last)
+        batch_size, shuffle, sampler, batch_sampler, drop_last, batch_capacity)
     # batch_size=None (torch's unbatched loading): the plan's batches hold
     # one sample each; torch shows no batch_sampler then.
     out.unbatched = out.batch_size is None
@@ -153,14 +156,14 @@ def _check_dataset(dataset, multiprocessing_context):
                               " is not understood")
 
 
-def _batching(batch_size, shuffle, sampler, batch_sampler, drop_last):
+def _batching(batch_size, shuffle, sampler, batch_sampler, drop_last, batch_capacity):
     """(batch_size, sampler, drop_last), as a batch_sampler sets them."""
     if batch_sampler is not None:
         if batch_size != 1 or shuffle or sampler is not None or drop_last:
             raise OptionError("batch_sampler option is mutually exclusive "
                               "with batch_size, shuffle, sampler, and drop_last")
         if _batches.is_custom(batch_sampler):  # its own batches, as torch
-            batch_size = _batches.capacity(batch_sampler)
+            batch_size = _batches.capacity(batch_sampler, batch_capacity)
             sampler = getattr(batch_sampler, "sampler", None)
         else:
             sampler, batch_size = batch_sampler.sampler, batch_sampler.batch_size

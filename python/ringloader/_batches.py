@@ -21,9 +21,11 @@ def is_custom(batch_sampler):
     return type(batch_sampler) is not BatchSampler
 
 
-def capacity(batch_sampler):
-    """The slot size: the sampler's batch_size (the longest batch it yields)."""
-    size = getattr(batch_sampler, "batch_size", None)
+def capacity(batch_sampler, fallback=None):
+    """The slot size: the sampler's batch_size (the longest batch it yields),
+    else `fallback` (the loader's batch_size, for a batch sampler set after
+    construction: timm's endless _RepeatSampler has none of its own)."""
+    size = getattr(batch_sampler, "batch_size", fallback)
     if not isinstance(size, int) or size < 1:
         raise OptionError(
             f"ringloader: batch_sampler {type(batch_sampler).__name__} needs a positive "

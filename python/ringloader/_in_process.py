@@ -52,16 +52,16 @@ class InProcessIterator:
             self._stream = iter(loader._index_batches)
             return
         if order.custom_batches:  # the batch sampler's own batches
-            self.batches = _batches.own_batches(loader.batch_sampler)
+            self.batches = _batches.own_batches(loader._index_batches)
             self.order = [i for batch in self.batches for i in batch]
             self.consumed = 0
             return
         if resume is not None and resume["order"] is not None:
             self.order = resume["order"]
-        elif isinstance(loader.sampler, ShardSampler):
-            self.order = loader.sampler.order(epoch)
+        elif isinstance(loader._order_sampler, ShardSampler):
+            self.order = loader._order_sampler.order(epoch)
         else:
-            self.order = [int(i) for i in loader.sampler]
+            self.order = [int(i) for i in loader._order_sampler]
         size = loader._slot_batch_size
         self.batches = [self.order[i:i + size] for i in range(0, len(self.order), size)]
         if loader.drop_last and self.batches and len(self.batches[-1]) < size:
@@ -86,6 +86,6 @@ class InProcessIterator:
             self.consumed += 1
         loader = self._loader
         collate = loader.collate_fn or default_collate
-        if loader.batch_size is None and loader.batch_sampler is None:
+        if loader._unbatched:
             return collate(loader.dataset[indices[0]])  # unbatched, as torch
         return collate([loader.dataset[i] for i in indices])

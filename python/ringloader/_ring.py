@@ -31,14 +31,15 @@ class RingBackend(Backend):
                 draw_base_seed(loader.generator)
             if self.order.custom_batches and not self.order.streamed:
                 order, batch_lengths = _batches.padded_order(
-                    loader.batch_sampler, loader.batch_size, self.padding_index(loader))
+                    loader._index_batches, loader._slot_batch_size, self.padding_index(loader))
                 native.set_order(order)
             elif not self.order.builtin and not self.order.streamed:
-                native.set_order([int(i) for i in loader.sampler])
+                native.set_order([int(i) for i in loader._order_sampler])
         # (Resuming, the native loader holds the saved order and position.)
         stream = None
         if self.order.streamed:
-            source = loader.batch_sampler if self.order.custom_batches else loader.sampler
+            source = (loader._index_batches if self.order.custom_batches
+                      else loader._order_sampler)
             stream = _stream.OrderStream(source, self.order.custom_batches,
                                          loader._slot_batch_size, native, epoch,
                                          self.padding_index(loader))

@@ -70,7 +70,7 @@ def check(loader, state, in_ring, builtin_order):
                           "another kind (native workers vs in-process)")
     saved = (state["config"]["rank"], state["config"]["world_size"])
     if saved != (loader.rank, loader.world_size) and state["in_progress"]:
-        if not in_ring and not isinstance(loader.sampler, ShardSampler):
+        if not in_ring and not isinstance(loader._order_sampler, ShardSampler):
             raise OptionError(f"ringloader: a state of rank {saved[0]} of {saved[1]} "
                               f"restores into rank {loader.rank} of {loader.world_size} "
                               f"only with ringloader's own order (distributed=True or a "
@@ -129,7 +129,7 @@ def _config(loader):
 
 
 def _sampler_generator(loader):
-    own = getattr(loader.sampler, "generator", None)
+    own = getattr(loader._order_sampler, "generator", None)
     if isinstance(own, torch.Generator) and own is not loader.generator:
         return own
     return None
@@ -178,11 +178,11 @@ def in_process_resume(loader, state):
     if saved_world == loader.world_size:
         consumed = counts[loader.rank] if counts else int(state["batches_consumed"])
         order = (order_list(state) if saved_rank == loader.rank
-                 else loader.sampler.order(epoch, history))
+                 else loader._order_sampler.order(epoch, history))
         return {"epoch": epoch, "batches_consumed": consumed, "order": order,
                 "elastic": history}
     counts = counts or [int(state["batches_consumed"])] * saved_world
     if any(counts):
         history.append({"world_size": saved_world, "batches": list(counts)})
     return {"epoch": epoch, "batches_consumed": 0,
-            "order": loader.sampler.order(epoch, history), "elastic": history}
+            "order": loader._order_sampler.order(epoch, history), "elastic": history}

@@ -7,7 +7,8 @@ import warnings
 import torch
 from torch.utils.data._utils.collate import default_collate, default_convert
 
-from . import _arguments, _device, _in_process, _iterable, _options, _ring, _stream
+from . import (_arguments, _device, _in_process, _iterable, _options, _reconfigure, _ring,
+               _stream)
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -143,107 +144,133 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
                  attach=None, in_order=True):
+        # Every argument: what _reconfigure.py builds the loader again from
+        # when attributes set after construction ask for it.
+        settings = {name: value for name, value in locals().items() if name != "self"}
         if attach is not None:  # only a subclass of ours gets here (see __new__)
             raise OptionError("ringloader: attach= is for ringloader.DataLoader itself")
+        self._settings = settings
         if isinstance(dataset, torch.utils.data.IterableDataset):  # see _iterable.py
-            self._init_iterable(dataset, batch_size, shuffle, sampler, batch_sampler,
-                                num_workers, collate_fn, pin_memory, drop_last, timeout,
-                                worker_init_fn, multiprocessing_context, generator,
-                                prefetch_factor, persistent_workers, pin_memory_device,
-                                hang_timeout, max_batch_retries, held_batches, in_order,
-                                max_batch_bytes)
-            return
+            self._init_iterable(settings)
+        else:
+            args = self._configure(settings)
+            self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+            self.batch_size, self.drop_last = args.batch_size, args.drop_last
+            self.sampler, self.batch_sampler = args.sampler, args.batch_sampler
+            self.pin_memory = pin_memory
+            self.prefetch_factor = _arguments.prefetch_factor_read_back(prefetch_factor,
+                                                                        num_workers)
+            self.persistent_workers, self.generator = persistent_workers, generator
+            # torch >= 2.6: False lets torch hand batches out as workers finish.
+            # Batches here always come in sampler order, which in_order=False
+            # allows too (docs/drop_in.md).
+            self.in_order = in_order
+            self.pin_memory_device = pin_memory_device  # read back as torch's
+            # As torch: None means default_collate (default_convert unbatched),
+            # and reads back as it.
+            self.collate_fn = _default_collate(collate_fn, args.unbatched)
+            self.multiprocessing_context = multiprocessing_context
+            self.worker_init_fn = worker_init_fn
+        # From here on torch's __setattr__ refuses dataset, batch_size,
+        # sampler, batch_sampler, drop_last and persistent_workers, in its
+        # words; what is set anyway (timm clears the flag) or may be set
+        # (collate_fn, worker_init_fn...) counts at the next iter().
+        self._settled, self._kept_iterator = _reconfigure.snapshot(self), False
+        self._DataLoader__initialized = True
+
+    def _configure(self, settings):
+        """Resolves a map-style dataset's `settings` (the constructor's
+        arguments) and builds the backend its epochs run on, with what the
+        loader derives from them. Returns the resolved arguments
+        (_arguments.resolve)."""
+        s = settings
+        dataset, num_workers = s["dataset"], s["num_workers"]
         args = _arguments.resolve(
-            dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
-            batch_sampler=batch_sampler, num_workers=num_workers, drop_last=drop_last,
-            timeout=timeout, worker_init_fn=worker_init_fn,
-            multiprocessing_context=multiprocessing_context, generator=generator,
-            prefetch_factor=prefetch_factor, seed=seed, on_error=on_error,
-            distributed=distributed, rank=rank, world_size=world_size, native=native)
-        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
-        self.batch_size, self.drop_last = args.batch_size, args.drop_last
-        self.sampler, self.batch_sampler = args.sampler, args.batch_sampler
-        # What the ring's plan cuts: batch_sampler's batches, or one sample
-        # each when unbatched (batch_size=None).
+            dataset, batch_size=s["batch_size"], shuffle=s["shuffle"], sampler=s["sampler"],
+            batch_sampler=s["batch_sampler"], num_workers=num_workers,
+            drop_last=s["drop_last"], timeout=s["timeout"],
+            worker_init_fn=s["worker_init_fn"],
+            multiprocessing_context=s["multiprocessing_context"], generator=s["generator"],
+            prefetch_factor=s["prefetch_factor"], seed=s["seed"], on_error=s["on_error"],
+            distributed=s["distributed"], rank=s["rank"], world_size=s["world_size"],
+            native=s["native"], batch_capacity=s.get("batch_capacity"))
+        # What the ring's plan cuts: the batch sampler's batches, or one
+        # sample each when unbatched (batch_size=None); the sampler whose
+        # order it plans (torch's: batch_sampler.sampler).
         self._slot_batch_size, self._index_batches = args.slot_batch_size, args.index_batches
+        self._order_sampler, self._unbatched = args.sampler, args.unbatched
+        # The order is ringloader's own (sharded, a Mix, shards shuffled natively).
+        self._own_order = args.sharded or args.mix is not None or args.native_shuffle
         self.rank, self.world_size, self.seed = args.rank, args.world_size, args.seed
-        self.pin_memory = pin_memory
-        self.prefetch_factor = _arguments.prefetch_factor_read_back(prefetch_factor, num_workers)
-        self.persistent_workers, self.generator = persistent_workers, generator
-        # torch >= 2.6: False lets torch hand batches out as workers finish.
-        # Batches here always come in sampler order, which in_order=False
-        # allows too (docs/drop_in.md).
-        self.in_order = in_order
-        self.pin_memory_device = pin_memory_device  # read back as torch's; pinning is per device
-        # As torch: None means default_collate (default_convert unbatched),
-        # and reads back as it.
-        if collate_fn is None:
-            collate_fn = default_convert if args.unbatched else default_collate
-        self.collate_fn = collate_fn
-        self.multiprocessing_context = multiprocessing_context
-        self.worker_init_fn = worker_init_fn
-        self.device = str(device)
-        options, to_device = self._loader_options(
-            args, num_workers, max_auto_workers, ring_memory_budget_bytes, ring_slots,
-            prefetch_factor, timeout, on_error, hang_timeout, max_batch_retries,
-            held_batches, pin_memory, device, device_normalize)
+        self.device = str(s["device"])
+        options, to_device = self._loader_options(args, s)
         if _arguments.decoded_in_cpp(args.source):
             self._backend = _ring.CppWorkersBackend(
                 args.order, args.source, options,
                 args.source if args.source is not dataset else None, args.target_transform)
         elif num_workers > 0:
+            collate_fn = _default_collate(s["collate_fn"], args.unbatched)
             self._backend = _ring.PythonWorkersBackend(
-                args.order, dataset, options, worker_init_fn, self.seed, max_pickled_bytes,
-                to_device, _worker_batching(args, collate_fn, max_batch_bytes))
+                args.order, dataset, options, s["worker_init_fn"], self.seed,
+                s["max_pickled_bytes"], to_device,
+                _worker_batching(args, collate_fn, s["max_batch_bytes"]))
         else:
             self._backend = _in_process.InProcessBackend(args.order)
+        return args
 
-    def _init_iterable(self, dataset, batch_size, shuffle, sampler, batch_sampler,
-                       num_workers, collate_fn, pin_memory, drop_last, timeout,
-                       worker_init_fn, multiprocessing_context, generator,
-                       prefetch_factor, persistent_workers, pin_memory_device,
-                       hang_timeout, max_batch_retries, held_batches, in_order,
-                       max_batch_bytes):
+    def _init_iterable(self, settings):
         """An IterableDataset's loader: torch's attributes, and workers that
-        each run the dataset's iterator into the ring (_iterable.py).
-        ``max_batch_bytes``: the most bytes one encoded batch may take
-        (its slot's virtual size, as for a map-style dataset)."""
-        _arguments.check_counts(num_workers, timeout, prefetch_factor)
-        _iterable.check_arguments(shuffle, sampler, batch_sampler, batch_size, drop_last)
-        self.dataset, self.num_workers, self.timeout = dataset, num_workers, timeout
+        each run the dataset's iterator into the ring (_iterable.py)."""
+        s = settings
+        batch_size, drop_last, num_workers = s["batch_size"], s["drop_last"], s["num_workers"]
+        _iterable.check_arguments(s["shuffle"], s["sampler"], s["batch_sampler"],
+                                  batch_size, drop_last)
+        self.dataset, self.num_workers, self.timeout = s["dataset"], num_workers, s["timeout"]
         self.batch_size, self.drop_last = batch_size, drop_last
         self.sampler, self.batch_sampler = _iterable.samplers(batch_size, drop_last)
-        self.pin_memory = pin_memory
-        self.prefetch_factor = _arguments.prefetch_factor_read_back(prefetch_factor, num_workers)
-        self.persistent_workers, self.generator = persistent_workers, generator
-        self.in_order, self.pin_memory_device = in_order, pin_memory_device
-        self.collate_fn = collate_fn  # None reads back as None, as torch's here
-        self.multiprocessing_context = multiprocessing_context
-        self.worker_init_fn, self.device = worker_init_fn, "cpu"
+        self.pin_memory = s["pin_memory"]
+        self.prefetch_factor = _arguments.prefetch_factor_read_back(s["prefetch_factor"],
+                                                                    num_workers)
+        self.persistent_workers, self.generator = s["persistent_workers"], s["generator"]
+        self.in_order, self.pin_memory_device = s["in_order"], s["pin_memory_device"]
+        self.collate_fn = s["collate_fn"]  # None reads back as None, as torch's here
+        self.multiprocessing_context = s["multiprocessing_context"]
+        self.worker_init_fn, self.device = s["worker_init_fn"], "cpu"
         self.rank, self.world_size, self.seed = 0, 1, None
+        self._configure_iterable(s)
+
+    def _configure_iterable(self, settings):
+        """The IterableDataset backend of `settings`: its ring's options
+        (``max_batch_bytes``: the most bytes one encoded batch may take, its
+        slot's virtual size, as for a map-style dataset). Its workers read
+        the dataset, collate_fn, worker_init_fn... from the loader at iter()."""
+        s = settings
+        _arguments.check_counts(s["num_workers"], s["timeout"], s["prefetch_factor"])
+        held_batches, prefetch_factor = s["held_batches"], s["prefetch_factor"]
         if held_batches not in _options.SPECS["held_batches"]["choices"]:
             raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
         options = {
             # The ring of one worker: its prefetched batches, the one the
             # trainer holds and the one it waits for.
             "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
-            "seed": 0, "on_error": "raise", "hang_timeout_s": float(hang_timeout),
-            "max_batch_retries": int(max_batch_retries), "held_batches": held_batches,
-            "pin_memory": bool(pin_memory)}
-        if timeout:
-            options["timeout_s"] = float(timeout)
+            "seed": 0, "on_error": "raise", "hang_timeout_s": float(s["hang_timeout"]),
+            "max_batch_retries": int(s["max_batch_retries"]), "held_batches": held_batches,
+            "pin_memory": bool(s["pin_memory"])}
+        if s["timeout"]:
+            options["timeout_s"] = float(s["timeout"])
         # torch pins batches only where CUDA is (its pin_memory thread).
-        pin = bool(pin_memory) and torch.cuda.is_available()
-        self._backend = _iterable.IterableBackend(dataset, options, max_batch_bytes, pin)
+        pin = bool(s["pin_memory"]) and torch.cuda.is_available()
+        self._backend = _iterable.IterableBackend(s["dataset"], options,
+                                                  s["max_batch_bytes"], pin)
 
-    def _loader_options(self, args, num_workers, max_auto_workers,
-                        ring_memory_budget_bytes, ring_slots, prefetch_factor, timeout,
-                        on_error, hang_timeout, max_batch_retries, held_batches,
-                        pin_memory, device, device_normalize):
+    def _loader_options(self, args, settings):
         """The native loader's options (LoaderOptions), and the torch.device
         a Python dataset's batches are moved to in Python (or None)."""
-        auto_workers, drop_last = args.auto_workers, self.drop_last
-        batch_size, sampler, dataset = self._slot_batch_size, self.sampler, self.dataset
+        s = settings
+        num_workers, ring_slots, prefetch_factor = (s["num_workers"], s["ring_slots"],
+                                                    s["prefetch_factor"])
+        auto_workers, drop_last = args.auto_workers, args.drop_last
+        batch_size, sampler, dataset = self._slot_batch_size, args.sampler, s["dataset"]
         sharded, mix, shuffle = args.sharded, args.mix, args.shuffle
         native_shuffle = args.native_shuffle
         if ring_slots == 0 and prefetch_factor is not None and not auto_workers \
@@ -254,8 +281,8 @@ class DataLoader(torch.utils.data.DataLoader):
         options = {
             "batch_size": int(batch_size),
             "num_workers": _AUTO_WORKERS if auto_workers else int(num_workers),
-            "max_auto_workers": int(max_auto_workers),
-            "ring_memory_budget_bytes": int(ring_memory_budget_bytes),
+            "max_auto_workers": int(s["max_auto_workers"]),
+            "ring_memory_budget_bytes": int(s["ring_memory_budget_bytes"]),
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
             # Shards still being indexed have no len() yet; the loader's
@@ -269,27 +296,28 @@ class DataLoader(torch.utils.data.DataLoader):
             "rank": self.rank, "world_size": self.world_size,
             "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
         }
-        if timeout:
-            options["timeout_s"] = float(timeout)
+        if s["timeout"]:
+            options["timeout_s"] = float(s["timeout"])
         # Faults: a dead or hung (no progress on one sample for
         # hang_timeout s) worker is replaced and its batch re-done; with
         # on_error="skip" (native datasets) a bad sample is replaced by a
         # deterministic substitute, counted in stats()["skipped_samples"].
-        options["on_error"] = str(on_error)
-        options["hang_timeout_s"] = float(hang_timeout)
-        options["max_batch_retries"] = int(max_batch_retries)
+        options["on_error"] = str(s["on_error"])
+        options["hang_timeout_s"] = float(s["hang_timeout"])
+        options["max_batch_retries"] = int(s["max_batch_retries"])
         # Batches the caller keeps (list(loader), stored outputs) are copied
         # out of the ring once their slot is needed (stats()
         # ["spilled_batches"]); "raise" gives LeaseError instead.
+        held_batches = s["held_batches"]
         if held_batches not in _options.SPECS["held_batches"]["choices"]:
             raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
         options["held_batches"] = held_batches
         # pin_memory page-locks the ring (CUDA is touched at the first
         # iteration, on the current device); a slot whose last tensor dies
         # then waits for the CUDA work enqueued before (a non_blocking copy).
-        options["pin_memory"] = bool(pin_memory) or str(device) != "cpu"
+        options["pin_memory"] = bool(s["pin_memory"]) or self.device != "cpu"
         # Python datasets' batches are moved after collation (None: not moved).
-        to_device = _device.configure(self.device, device_normalize,
+        to_device = _device.configure(self.device, s["device_normalize"],
                                       _arguments.decoded_in_cpp(args.source), options)
         return options, to_device
 
@@ -329,7 +357,27 @@ class DataLoader(torch.utils.data.DataLoader):
         # A new epoch supersedes the iterator of the one in progress (one
         # ring serves one stream); with persistent workers torch hands out
         # the same iterator object, reset, and so do we (_ring.py).
-        return self._backend.iterate(self)
+        # Attributes set since the last iter() count from this one, as in
+        # torch (_reconfigure.py).
+        settings = _reconfigure.settings_for_iter(self)
+        if settings is not None:
+            self._rebuild(settings)
+        iterator = self._backend.iterate(self)
+        # torch keeps a persistent-workers iterator (its _iterator) and
+        # resets it at each later iter().
+        if self.persistent_workers and _reconfigure.workers(self) > 0:
+            self._kept_iterator = True
+        return iterator
+
+    def _rebuild(self, settings):
+        """The backend built again from `settings` (attributes set after
+        construction, _reconfigure.py); the attributes stay as set."""
+        if _reconfigure.is_iterable(settings):
+            self._configure_iterable(settings)
+        else:
+            self._configure(settings)
+        self._settings = settings
+        self._settled, self._kept_iterator = _reconfigure.snapshot(self), False
 
     # torch's DataLoader makes these properties that validate and read
     # private names its __init__ sets; ours keeps the value as given.
@@ -339,6 +387,11 @@ class DataLoader(torch.utils.data.DataLoader):
 
     @multiprocessing_context.setter
     def multiprocessing_context(self, value):
+        # Set after construction: torch's own checks and conversion (a
+        # start method's name reads back as its context), in its words.
+        if self._DataLoader__initialized and not isinstance(self.num_workers, str):
+            _TorchDataLoader.multiprocessing_context.fset(self, value)
+            value = self.__dict__.pop("_DataLoader__multiprocessing_context")
         self.__dict__["_multiprocessing_context"] = value
 
     @property
@@ -388,6 +441,15 @@ class DataLoader(torch.utils.data.DataLoader):
 
 
 _SIGNATURE = inspect.signature(DataLoader.__init__)
+# torch's own class (python -m ringloader later gives its name to ours).
+_TorchDataLoader = DataLoader.__bases__[0]
+
+
+def _default_collate(collate_fn, unbatched):
+    """torch's: None means default_collate (default_convert unbatched)."""
+    if collate_fn is None:
+        return default_convert if unbatched else default_collate
+    return collate_fn
 
 
 def _sampler_len(sampler):
