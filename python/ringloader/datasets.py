@@ -397,11 +397,26 @@ def _read_list(path):
                 continue
             try:
                 file, label = line.rsplit(None, 1)
-                samples.append((os.path.join(base, file), int(label)))
+                label = int(label)
             except ValueError:
                 raise _ringloader.OptionError(
                     f"ringloader: {path} line {number}: expected '<path> <label>'")
+            samples.append((_inside_list_folder(path, number, base, file), label))
     return samples
+
+
+def _inside_list_folder(path, number, base, file):
+    """A list file is data (docs/security.md): its entries name files under
+    its own folder, never an absolute path or one that climbs out with
+    ``..``. A caller who means other folders passes the (path, label) pairs
+    themselves."""
+    normal = os.path.normpath(file)
+    if os.path.isabs(file) or normal == ".." or normal.startswith(".." + os.sep):
+        raise _ringloader.OptionError(
+            f"ringloader: {path} line {number}: {file!r} is outside the list's folder; "
+            "a list file names files under its own folder (pass (path, label) pairs "
+            "to FileList to read others)")
+    return os.path.join(base, normal)
 
 
 def _read_idx(path):

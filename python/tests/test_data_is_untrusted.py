@@ -268,3 +268,29 @@ def test_a_python_workers_exception_still_comes_back_with_its_type():
     assert "Caught KeyError in DataLoader worker process" in message
     assert "sample 2, batch 2 of epoch 0, pid " in message, message
     assert "Original Traceback" in message and "__getitem__" in message
+
+
+@pytest.mark.parametrize("entry", ["/etc/passwd", "../outside.png", "a/../../outside.png"])
+def test_a_list_file_names_nothing_outside_its_folder(tmp_path, entry):
+    """A downloaded list file is data: an entry outside its folder is
+    refused, naming the file, the line and the entry."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "ok.png").write_bytes(_png(8))
+    (tmp_path / "outside.png").write_bytes(_png(8))
+    listed = folder / "train.txt"
+    listed.write_text(f"ok.png 0\n{entry} 1\n")
+    with pytest.raises(ringloader.OptionError) as error:
+        ringloader.datasets.FileList(str(listed))
+    message = str(error.value)
+    assert str(listed) in message and "line 2" in message and entry in message
+
+
+def test_a_list_file_reads_what_is_under_its_folder(tmp_path):
+    folder = tmp_path / "data"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "a.png").write_bytes(_png(8))
+    listed = folder / "train.txt"
+    listed.write_text("sub/a.png 3\n./sub/../sub/a.png 4\n")
+    files = ringloader.datasets.FileList(str(listed))
+    assert [label for _, label in files.samples] == [3, 4]
