@@ -68,6 +68,13 @@
 // drops its batches (NodeStats::dropped_batches) until a trainer attaches
 // again, so it never stalls the other lanes. Trainers of one node can read
 // every lane's batches (they share the node's ring), never change them.
+// A CUDA lane's device memory handle goes to that lane's trainer alone (in
+// its attach reply); the trainer maps it read-write, so an in-place op on a
+// CUDA lane batch changes the lane's slot on the GPU (no one else's; the
+// node's next copy into the slot overwrites it). A peer that connects and
+// says nothing delays no one: the node reads each attach request as it
+// arrives, with a deadline. A trainer uses only the copy of the node's
+// header it checked at attach: a node that goes wrong gets it a NodeError.
 #pragma once
 
 #include <cstdint>
@@ -107,8 +114,9 @@ struct RINGLOADER_EXPORT NodeOptions {
   int64_t first_epoch = 0;
   int64_t epochs = 0;
   // Trainers of other users that may attach: members of this group (a name
-  // or a number; checked with SO_PEERGROUPS). They can then read every
-  // lane's batches. Default: "" (only processes of the node's own uid).
+  // or a number 0..4294967294; checked with SO_PEERGROUPS). They can then
+  // read every lane's batches. Default: "" (only processes of the node's
+  // own uid).
   std::string allow_group;
   // With device "cuda": how long the destructor waits for attached trainers
   // to drop their AttachedLoader and batches (their mappings of the lanes'
@@ -145,7 +153,8 @@ class RINGLOADER_EXPORT NodeLoader {
  public:
   // Any thread. Validates options (OptionError), builds the Loader (its
   // workers start), creates the lanes and binds the name; a name already
-  // bound by a live node throws OptionError. With device "cuda" it counts
+  // bound by a live process throws OptionError (naming its uid when it is
+  // another user's: names are public, any user can bind one first). With device "cuda" it counts
   // the GPUs (OptionError when there are none); device memory, streams and
   // events are made at serve(), on its thread.
   NodeLoader(Dataset dataset, Pipeline pipeline, LoaderOptions options,
@@ -188,7 +197,8 @@ struct RINGLOADER_EXPORT AttachOptions {
   // The lane to take: -1 reads $LOCAL_RANK (0 when unset). Default: -1.
   int trainer = -1;
   // How long the constructor waits for the node to appear (a trainer
-  // started before its node). Default: 60.
+  // started before its node), and then as long at most for the node's
+  // answer to its attach request. Default: 60.
   double connect_timeout_s = 60;
   // How often next() checks that the node is alive while it waits.
   // Default: 0.1.

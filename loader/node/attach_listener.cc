@@ -122,9 +122,9 @@ void AttachListener::run() {
       const bool hung_up = (watch[2 + lane].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
       if ((died || hung_up) && connections_[lane] >= 0) detach(lane, "");
     }
-    for (const ArrivedRequest& arrived : pending_.advance(&watch[first_pending], now_ns())) {
-      answer(arrived.socket, arrived.request);
-    }
+    const std::vector<ArrivedRequest> arrived =
+        pending_.advance(watch.data() + first_pending, now_ns());
+    for (const ArrivedRequest& request : arrived) answer(request.socket, request.request);
     if (watch[1].revents & POLLIN) accept_trainers(now_ns());
   }
 }
@@ -209,7 +209,9 @@ void AttachListener::answer(int socket, const AttachRequest& request) {
   }
   // A trainer that left and attaches again at once (a refused attach
   // retried) may be answered before run() polled its hang-up.
-  if (connections_[lane] >= 0 && peer_gone(connections_[lane])) detach(static_cast<size_t>(lane), "");
+  if (connections_[lane] >= 0 && peer_gone(connections_[lane])) {
+    detach(static_cast<size_t>(lane), "");
+  }
   if (connections_[lane] >= 0) {
     const int holder = headers_[lane].trainer_pid.load(std::memory_order_acquire);
     refuse(socket, lane, "trainer " + std::to_string(lane) + " is attached by pid " +

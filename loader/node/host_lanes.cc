@@ -92,12 +92,11 @@ class HostTrainerLanes : public TrainerLanes {
     }
     if (overflow || offset > ring_bytes_ || bytes > ring_bytes_ - offset) {
       release();
+      const std::string size =
+          overflow ? std::string("a size over 64 bits") : std::to_string(bytes) + " bytes";
       throw NodeError("ringloader: node published a batch outside its ring (slot " +
-                      std::to_string(slot) + ", ring_offset " +
-                      std::to_string(offset) + ", " +
-                      (overflow ? std::string("a size over 64 bits") : std::to_string(bytes) + " bytes") +
-                      ", ring " +
-                      std::to_string(ring_bytes_) + " bytes)");
+                      std::to_string(slot) + ", ring_offset " + std::to_string(offset) + ", " +
+                      size + ", ring " + std::to_string(ring_bytes_) + " bytes)");
     }
     const auto options = torch::TensorOptions().dtype(dtype);
     uint8_t* data = ring_ + offset;

@@ -14,9 +14,10 @@
 // batch is (zero copies on either side). With device "cuda" a lane's slot
 // data is one device allocation on the lane's GPU, exported by an IPC
 // handle that only that lane's trainer receives, in its attach reply
-// (node_socket.h): every trainer maps this region, so it holds no handle. The words a trainer writes (its slots' states,
-// its next lease) are not here but in its lane's control memfd
-// (lane_control.h), made afresh at each attach. Parties: the node's serve
+// (node_socket.h): every trainer maps this region, so it holds no handle.
+// The words a trainer writes (its slots' states, its next lease) are not
+// here but in its lane's control memfd (lane_control.h), made afresh at
+// each attach. Parties: the node's serve
 // thread (fills slots), its attach thread (lanes' trainer_pid) and each
 // lane's trainer process (reads its lane's slots). Standard layout,
 // cache-line aligned, asserted: the trainer may be another build.

@@ -144,37 +144,6 @@ bool send_message(int socket, const void* data, size_t bytes, const std::vector<
   return sent == static_cast<ssize_t>(bytes);
 }
 
-bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds) {
-  fds->clear();
-  iovec part{data, bytes};
-  msghdr message{};
-  message.msg_iov = &part;
-  message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
-  message.msg_control = control;
-  message.msg_controllen = sizeof(control);
-  ssize_t got;
-  do {
-    got = recvmsg(socket, &message, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-  } while (got < 0 && errno == EINTR);
-  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header;
-       header = CMSG_NXTHDR(&message, header)) {
-    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
-      fds->push_back(fd);
-    }
-  }
-  // A truncated control message (MSG_CTRUNC) lost descriptors: refuse it.
-  if (got != static_cast<ssize_t>(bytes) || (message.msg_flags & MSG_CTRUNC)) {
-    close_all(fds);
-    return false;
-  }
-  return true;
-}
-
 void close_all(std::vector<int>* fds) {
   for (int fd : *fds) close(fd);
   fds->clear();

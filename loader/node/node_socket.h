@@ -64,10 +64,6 @@ inline constexpr size_t kMaxPassedFds = 3;
 // One message of exactly `bytes`, with `fds` attached (SCM_RIGHTS).
 // False (errno set) when the peer is gone.
 bool send_message(int socket, const void* data, size_t bytes, const std::vector<int>& fds = {});
-// Receives one message of exactly `bytes`; `fds` gets the attached
-// descriptors (close-on-exec), in order. False when the peer closed or the
-// message is short; nothing is left open then.
-bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds);
 void close_all(std::vector<int>* fds);
 
 // A message read in parts from a non-blocking socket: a peer may send its

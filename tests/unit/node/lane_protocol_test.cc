@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -216,6 +217,17 @@ TEST(NodeSocket, ANameHasOneOwner) {
   close(first);
   int again = listen_on(name);  // gone with its socket: no file left behind
   close(again);
+}
+
+// One message of exactly `bytes` within 2 s, as the attach protocol reads.
+bool receive_message(int socket, void* data, size_t bytes, std::vector<int>* fds) {
+  PartialMessage message(bytes);
+  const bool done =
+      receive_until(socket, &message, std::chrono::steady_clock::now() + std::chrono::seconds(2)) ==
+      ReadStep::kDone;
+  *fds = std::move(message.fds);
+  if (done) std::memcpy(data, message.data.data(), bytes);
+  return done;
 }
 
 TEST(NodeSocket, NoNodeIsAClearErrorAfterTheTimeout) {
