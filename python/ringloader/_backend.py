@@ -62,6 +62,15 @@ class Backend:
         """The native loader (``_ringloader.NativeLoader``), or None."""
         return None
 
+    def take_over(self, old):
+        """Goes on where `old` (the backend this one replaces: attributes set
+        after construction, _reconfigure.py) was: its next epoch, and a
+        loaded state's position for it."""
+        if isinstance(old, Backend):
+            self._epoch, self._resume = old._epoch, old._resume
+            if self.native is not None:
+                self.native.set_epoch(self._epoch)
+
     def set_epoch(self, epoch):
         self._epoch = epoch
         if self._resume is not None and self._resume["epoch"] != epoch:

@@ -119,12 +119,33 @@ class PythonWorkersBackend(RingBackend):
     workers see it."""
 
     def __init__(self, order, dataset, options, worker_init_fn, seed, max_pickled_bytes,
-                 to_device, batching):
+                 to_device, batching, reuse=None):
         super().__init__(order)
         self._to_device = to_device
+        # Workers planned by a sampler's order are ready for a custom batch
+        # sampler's padding: one set after construction (timm's endless
+        # one) then needs no new workers. The C++ sampler's order (builtin)
+        # plans over the dataset's indices only, so it has none.
+        batching = dict(batching, padded=not order.builtin)
+        self._config = {"dataset": dataset, "options": dict(options),
+                        "worker_init_fn": worker_init_fn, "seed": seed,
+                        "max_pickled_bytes": max_pickled_bytes, "to_device": to_device,
+                        "batching": batching}
+        if isinstance(reuse, PythonWorkersBackend) and reuse._reusable(self._config):
+            # The same workers, planned anew: the old backend's iterators
+            # are superseded (they would read this ring).
+            reuse.generation += 1
+            self._workers = reuse._workers
+            return
         self._workers = _python_workers.PythonWorkers(
-            dataset, options, worker_init_fn, seed, max_pickled_bytes,
-            dict(batching, padded=order.custom_batches))
+            dataset, options, worker_init_fn, seed, max_pickled_bytes, batching)
+
+    def _reusable(self, config):
+        """These workers serve `config` (attributes set after construction
+        changed only the order)."""
+        mine = self._config
+        return mine["dataset"] is config["dataset"] and all(
+            mine[key] == config[key] for key in mine if key != "dataset")
 
     def padding_index(self, loader):
         # len(dataset): workers make no sample for it (_worker._BatchFiller).

@@ -213,7 +213,8 @@ class DataLoader(torch.utils.data.DataLoader):
             self._backend = _ring.PythonWorkersBackend(
                 args.order, dataset, options, s["worker_init_fn"], self.seed,
                 s["max_pickled_bytes"], to_device,
-                _worker_batching(args, collate_fn, s["max_batch_bytes"]))
+                _worker_batching(args, collate_fn, s["max_batch_bytes"]),
+                reuse=self.__dict__.get("_backend"))
         else:
             self._backend = _in_process.InProcessBackend(args.order)
         return args
@@ -291,8 +292,13 @@ class DataLoader(torch.utils.data.DataLoader):
                 dataset, "ringloader_indexing", False) else max(
                 len(dataset),
                 _stream.CHUNK_BATCHES * batch_size if args.order.streamed
-                else len(self._index_batches) * batch_size if args.order.custom_batches
-                else _sampler_len(sampler)),
+                # Python workers planning a sampler's order: room for a
+                # streamed chunk too, so that the same workers serve a batch
+                # sampler set after construction (timm's; _ring.py).
+                else max(len(self._index_batches) * batch_size if args.order.custom_batches
+                         else _sampler_len(sampler),
+                         0 if _arguments.decoded_in_cpp(args.source) or args.order.builtin
+                         else _stream.CHUNK_BATCHES * batch_size)),
             "rank": self.rank, "world_size": self.world_size,
             "shuffle": bool((sharded or mix is not None) and shuffle) or native_shuffle,
         }
@@ -372,10 +378,12 @@ class DataLoader(torch.utils.data.DataLoader):
     def _rebuild(self, settings):
         """The backend built again from `settings` (attributes set after
         construction, _reconfigure.py); the attributes stay as set."""
+        old = self._backend
         if _reconfigure.is_iterable(settings):
             self._configure_iterable(settings)
         else:
             self._configure(settings)
+            self._backend.take_over(old)  # its epoch goes on
         self._settings = settings
         self._settled, self._kept_iterator = _reconfigure.snapshot(self), False
 

@@ -229,3 +229,23 @@ def test_timm_multi_epochs_loader_augments_anew_each_epoch():
                 draws.setdefault(i, []).append(value)
     assert all(len(values) == 3 for values in draws.values())
     assert all(len(set(values)) == 3 for values in draws.values()), draws
+
+
+def test_a_rebuild_between_epochs_goes_on_with_the_next_epoch():
+    """A worker_init_fn set after epoch 0 starts the workers again; epoch 1
+    is still epoch 1 (its own augmentation), not epoch 0 over again."""
+    loader = ringloader.DataLoader(Noisy(), batch_size=3, num_workers=2)
+    first = [noise for _, noise in loader]
+    loader.worker_init_fn = offset_worker_init
+    second = [noise for _, noise in loader]
+    assert not any(torch.equal(a, b) for a, b in zip(first, second))
+
+
+def test_timm_multi_epochs_loader_keeps_the_workers_it_started():
+    """Only the order changed: the workers started at construction serve
+    it (a Python dataset's start is a fork and a probe of sample 0)."""
+    loader = _multi_epochs_class(ringloader.DataLoader, eager=False)(
+        Probe(n=22), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True)
+    started = loader.worker_pids()
+    assert len([batch for batch in loader]) == 6
+    assert loader.worker_pids() == started
