@@ -16,6 +16,9 @@ of shared memory, handing batches to the trainer without pickling or copies.
 import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _build_info
+from . import _moved
+
+_moved.install()  # old module paths (pickles made before a module moved)
 
 _build_info.check_torch()  # the torch built against, before its symbols load
 cmake_prefix_path = _build_info.cmake_prefix_path  # pip-installed: find_package(ringloader)

@@ -23,8 +23,9 @@ from torch.utils.data import BatchSampler, IterableDataset
 from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
-from . import _batch_codec, _exceptions, _python_workers
-from ._iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
+from ringloader import _exceptions, _python_workers
+from ringloader._slots import batch_codec as _batch_codec
+from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
 from . import _ringloader
 from ._ringloader import Error, OptionError, WorkerError
 

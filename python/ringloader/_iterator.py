@@ -16,7 +16,9 @@ the batch silently. Once ``__next__`` has returned, the batch is the
 caller's, as any function's result."""
 from torch.utils.data._utils.collate import default_collate
 
-from . import _batch_codec, _collate, _device, _exceptions, _ringloader
+from ringloader import _device, _exceptions, _ringloader
+from ringloader._slots import batch_codec as _batch_codec
+from ringloader._slots import collate as _collate
 from ._ringloader import Error, WorkerError
 
 

@@ -21,7 +21,7 @@ when the dataset was a candidate.
 import torch
 
 from . import _ringloader
-from ._tensor_rows import subset_index
+from ringloader._slots.tensor_rows import subset_index
 
 _TYPES = {torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
           torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",

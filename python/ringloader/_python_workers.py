@@ -20,11 +20,14 @@ import sys
 import threading
 import weakref
 
-from . import _batch_codec, _exceptions, _fork_threads, _ringloader, _stub_gate, _zygote
+from ringloader import _exceptions, _fork_threads, _ringloader
+from ringloader._slots import batch_codec as _batch_codec
+from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import zygote as _zygote
 from ._ringloader import OptionError, WorkerError
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_worker_stub.py")
+_STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_workers", "worker_stub.py")
 # Set in the zygote's environment: its `import ringloader` starts no zygote.
 _ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
 # How long a loader waits for the zygote to be ready (it imports torch:
@@ -71,7 +74,7 @@ class _Zygote:
             self.pid = pid
         else:
             code = (f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-                    "from ringloader._zygote import zygote_main; "
+                    "from ringloader._workers.zygote import zygote_main; "
                     f"zygote_main({theirs.fileno()}, {self.owner})")
             env = dict(os.environ, **{_ZYGOTE_ENV: "1"})
             self.process = subprocess.Popen(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from ringloader import _batch_codec as codec
+from ringloader._slots import batch_codec as codec
 
 START = 4096
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from ringloader._batch_structure import BatchStructure
-from ringloader._batch_writer import BatchWriter, make_flattener
-from ringloader._collate import collate_batch, samples as slot_samples
-from ringloader._worker import _Seeder
+from ringloader._slots.batch_structure import BatchStructure
+from ringloader._slots.batch_writer import BatchWriter, make_flattener
+from ringloader._slots.collate import collate_batch, samples as slot_samples
+from ringloader._workers.worker import _Seeder
 
 Point = collections.namedtuple("Point", "x y")
 

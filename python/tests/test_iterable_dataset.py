@@ -384,7 +384,7 @@ class Frames(IterableDataset):
 
 
 def test_batches_are_views_of_the_ring_slot_and_kept_ones_cost_their_size():
-    from ringloader import _batch_codec
+    from ringloader._slots import batch_codec as _batch_codec
     loader = ringloader.DataLoader(Frames(), batch_size=4, num_workers=2,
                                    persistent_workers=True)
     kept = list(loader)
@@ -418,7 +418,7 @@ def test_a_restarted_worker_refuses_to_replay_its_stream():
 
 
 def test_ctrl_c_while_a_batch_is_handed_over_loses_nothing(monkeypatch):
-    from ringloader import _batch_codec
+    from ringloader._slots import batch_codec as _batch_codec
     decode, calls = _batch_codec.decode, []
 
     def interrupted_once(*args, **kwargs):

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The loader server (python/ringloader/_zygote.py) serves only its own
+"""The loader server (python/ringloader/_workers/zygote.py) serves only its own
 trainer's stubs. Its abstract socket name is public (/proc/net/unix), so
 each test attacks it by name, as another user (`nobody`) and as the same
 user, then checks that the trainer's next epochs, one with a worker killed

@@ -9,7 +9,9 @@ import socket
 import pytest
 
 from conftest import NOBODY
-from ringloader import _stub_gate, _worker_stub, _zygote
+from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import worker_stub as _worker_stub
+from ringloader._workers import zygote as _zygote
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="setreuid needs root")
 

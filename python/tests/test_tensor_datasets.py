@@ -9,8 +9,8 @@ import torch
 from torch.utils.data import ConcatDataset, Subset, TensorDataset, random_split
 
 import ringloader
-from ringloader._batch_structure import BatchStructure
-from ringloader._tensor_rows import rows_of
+from ringloader._slots.batch_structure import BatchStructure
+from ringloader._slots.tensor_rows import rows_of
 
 
 def tensors(count, n, seed):
@@ -92,7 +92,7 @@ def test_a_batch_that_cannot_be_gathered_runs_sample_by_sample():
     """The trainer rejects orders outside the dataset, so a bad index only
     reaches the gather from a dataset that changed under it; the worker then
     runs the batch per sample (_gathered is False) and that path raises."""
-    from ringloader._worker import _gathered
+    from ringloader._workers.worker import _gathered
 
     class Writer:
         regions = [torch.empty(4, 3, 4), torch.empty(4, dtype=torch.int64)]

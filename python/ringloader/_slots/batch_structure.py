@@ -25,7 +25,7 @@ import types
 import numpy as np
 import torch
 
-from ._ringloader import OptionError
+from ringloader._ringloader import OptionError
 
 WHOLE = -1  # record key: the whole sample, whose structure differs from sample 0's
 _HEADER = 8  # record length (int64, little endian) at the start of each record

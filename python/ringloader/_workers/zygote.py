@@ -13,7 +13,7 @@ Three kinds of process, none of which is the trainer:
   (so ``__getitem__`` never runs in the trainer), answers the trainer, then
   forks one worker per stub that connects.
 * a worker: forked from its server with the dataset already in memory, it
-  runs ``ringloader._worker.serve``.
+  runs ``ringloader._workers.worker.serve``.
 
 The C++ WorkerPool spawns and waits on *stubs* (``_worker_stub.py``), so
 its death detection, kill and respawn stay as they are: a stub hands its
@@ -41,8 +41,8 @@ import sys
 import time
 import traceback
 
-from . import _stub_gate
-from ._stub_gate import STUB_FDS
+from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers.stub_gate import STUB_FDS
 
 # Connections past the uid and parent checks, not yet handed over: more
 # than this, and new ones are closed at once.
@@ -170,8 +170,8 @@ def _serve(control):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     # What every server and worker needs, imported once here.
     import importlib
-    for name in ("torch", "torch.utils.data", "ringloader._batch_structure",
-                 "ringloader._ringloader", "ringloader._worker"):
+    for name in ("torch", "torch.utils.data", "ringloader._slots.batch_structure",
+                 "ringloader._ringloader", "ringloader._workers.worker"):
         importlib.import_module(name)
     try:
         control.sendall(b"R")  # ready
@@ -281,7 +281,7 @@ class LoaderServer:
                 # runs the iterator and encodes whole batches (_iterable_worker).
                 return {"batch_structure": pickle.dumps(None)}
             stage = "sample"
-            from ringloader._batch_structure import BatchStructure
+            from ringloader._slots.batch_structure import BatchStructure
             sample = self.config["dataset"][0]
             stage = "batch_structure"
             self.config["batch_structure"] = BatchStructure(sample, header["max_pickled_bytes"])
@@ -426,9 +426,9 @@ class LoaderServer:
             from ringloader import _exceptions
             _exceptions.set_worker_channel(self.records, index)
             if self.config.get("iterable") is not None:
-                from ringloader import _iterable_worker as _worker
+                from ringloader._workers import iterable_worker as _worker
             else:
-                from ringloader import _worker
+                from ringloader._workers import worker as _worker
             code = _worker.serve(index, server_pid, self.config, ring_fd=fds[3])
         except BaseException:  # noqa: BLE001
             traceback.print_exc()

@@ -16,7 +16,7 @@ structure, dtype or shape, an int beyond int64, object leaves) takes
 import numpy as np
 import torch
 
-from ._batch_structure import WHOLE, _HEADER
+from ringloader._slots.batch_structure import WHOLE, _HEADER
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _SCALAR_TYPES = {"int": int, "float": float, "bool": bool}

@@ -14,7 +14,7 @@ import traceback
 
 import numpy as np
 
-from . import _batch_codec as _codec
+from ringloader._slots import batch_codec as _codec
 
 
 class _Seeder:
@@ -75,8 +75,8 @@ class _BatchFiller:
     batch to the slot: no sample is made for them."""
 
     def __init__(self, config, dataset, endpoint):
-        from ringloader._batch_writer import BatchWriter
-        from ringloader._tensor_rows import rows_of
+        from ringloader._slots.batch_writer import BatchWriter
+        from ringloader._slots.tensor_rows import rows_of
         structure = config["batch_structure"]
         self.dataset, self.mode = dataset, config.get("batch_mode", "structured")
         self.collate = config.get("collate_fn")
@@ -111,7 +111,7 @@ class _BatchFiller:
         return out
 
     def _structured(self, slot, indices, epoch):
-        from ringloader._batch_structure import RecordTooBig
+        from ringloader._slots.batch_structure import RecordTooBig
         writer, padding = self.writer, self.padding_index
         _codec.mark_unencoded(slot, self.start)
         writer.begin(slot, len(indices))

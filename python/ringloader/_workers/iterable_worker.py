@@ -214,7 +214,7 @@ def _encode(batch, slot, worker_id):
     """Into the slot: virtually max_batch_bytes large, its pages committed
     as written and given back when a later batch is much smaller (the
     codec's release_tail), so no batch needs a byte budget below the cap."""
-    from ringloader import _batch_codec
+    from ringloader._slots import batch_codec as _batch_codec
     from ringloader._ringloader import OptionError
     try:
         _batch_codec.encode_into(batch, slot)

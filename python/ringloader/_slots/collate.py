@@ -29,8 +29,8 @@ import math
 
 from torch.utils.data._utils.collate import default_collate
 
-from ._batch_structure import WHOLE, Reshaped
-from ._ringloader import WorkerError
+from ringloader._slots.batch_structure import WHOLE, Reshaped
+from ringloader._ringloader import WorkerError
 
 SMALL_BATCH_BYTES = 4096
 _MISSING = object()

@@ -1,17 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""ringloader._worker stub: the process the trainer's C++ WorkerPool spawns
-and waits on for each Python worker (run as ``python -S _worker_stub.py
+"""The worker stub: the process the trainer's C++ WorkerPool spawns
+and waits on for each Python worker (run as ``python -S worker_stub.py
 ADDRESS --ring-fd 3 --config-fd 4 --index I --parent-pid P``).
 
 It hands its stdio, ring and config descriptors to the loader server at
-ADDRESS (see _zygote.py), which forks the real worker with the dataset
+ADDRESS (see zygote.py), which forks the real worker with the dataset
 already loaded: no interpreter start, torch import or unpickling per worker.
 It then ends the way the worker ended (same exit status or signal), so the
 pool's waitpid reports the worker's death; killed itself, its connection
 closes and the server kills the worker. Standard library only, no site: it
 starts in milliseconds.
 
-Both ends check the other (see _stub_gate.py). The stub proves itself with
+Both ends check the other (see stub_gate.py). The stub proves itself with
 the loader's token, the content of its config memfd (descriptor 4, from the
 trainer; never on a command line). It hands nothing over unless the server
 runs as its own uid with the pid the server's name carries

@@ -1,0 +1,16 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What runs in the Python worker processes: the loader server (zygote) the
+trainer starts once, the stubs the C++ WorkerPool spawns and waits on, and
+the workers the server forks from itself with the dataset already loaded.
+
+- ``zygote``: the loader server; forks one worker per stub it admits.
+- ``stub_gate``: both ends of the stub <-> server handshake (peer checks).
+- ``worker_stub``: the process the WorkerPool spawns (``python -S`` by path).
+- ``worker``: a map-style worker, batches into ring slots.
+- ``iterable_worker``: an IterableDataset worker, chunks into ring slots.
+
+May import: the standard library, numpy, torch, ``ringloader._ringloader``,
+``ringloader._exceptions`` (the errors both sides map), ``ringloader._slots``
+and each other. Never trainer code (``ringloader._trainer``, the DataLoader
+and the other public modules): a worker holds only what the fork gave it
+(python/tests/test_import_graph.py checks the direction)."""
