@@ -60,6 +60,7 @@ class CompiledPipeline {
  private:
   struct TensorStage;  // ToTensor / PILToTensor / Normalize, fused; RandomErasing
   void add_erasing(OpParams& params, int channels);
+  void add_to_dtype(OpParams& params);
   std::vector<std::unique_ptr<ImageOp>> image_ops_;
   std::unique_ptr<TensorStage> tensor_stage_;
   SampleShape shape_;

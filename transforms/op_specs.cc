@@ -49,6 +49,10 @@ ParamSpec augment_fill() {
 ParamSpec padding_mode() {
   return choice("padding_mode", "constant", kPaddingModes, "how padded pixels are filled");
 }
+ParamSpec ops_param() {
+  return {"transforms", ParamType::kOps, nullptr, true, {}, 0, 0,
+          "the ops: image ops (before PILToTensor/ToTensor), nested containers allowed"};
+}
 ParamSpec unused(std::string name, json value, std::string doc) {
   return optional(std::move(name), ParamType::kBool, std::move(value), std::move(doc));
 }
@@ -129,9 +133,20 @@ std::vector<OpSpec> make_specs() {
         optional("all_ops", ParamType::kBool, true, "include Brightness, Color, Contrast, Sharpness"),
         choice("interpolation", "bilinear", {"nearest", "bilinear"}, "resampling filter"),
         augment_fill()}},
+      {"RandomApply", "Run the listed ops, all or none: with probability p (one draw).",
+       {ops_param(), probability(0.5, "probability of running the ops")}},
+      {"RandomChoice", "Run one of the listed ops, drawn with weights p.",
+       {ops_param(),
+        optional("p", ParamType::kNumbers, nullptr, "one weight per op; None: equal weights")}},
+      {"RandomOrder", "Run every listed op, in an order drawn uniformly.", {ops_param()}},
       {"ToTensor", "End the image part: float32 CHW in [0, 1].", {}},
       {"PILToTensor", "End the image part: uint8 CHW.", {}},
-      {"Normalize", "(x - mean) / std per channel, after ToTensor.",
+      {"ToDtype", "Right after PILToTensor: the uint8 tensor as dtype (transforms.v2's ToDtype).",
+       {{"dtype", ParamType::kChoice, nullptr, true, {"float32", "uint8"}, 0, 0,
+         "the output dtype"},
+        optional("scale", ParamType::kBool, false,
+                 "uint8 to float32: x * (1 / 255) as v2 computes it; false: the values as they are")}},
+      {"Normalize", "(x - mean) / std per channel, after ToTensor or a float ToDtype.",
        {required("mean", ParamType::kNumbers, "one value or one per channel"),
         required("std", ParamType::kNumbers, "one value or one per channel, no zero"),
         unused("inplace", false, "accepted, ignored")}},
@@ -158,6 +173,7 @@ const char* type_name(ParamType type) {
     case ParamType::kChoice: return "choice";
     case ParamType::kString: return "string";
     case ParamType::kNumbersOrChoice: return "numbers_or_choice";
+    case ParamType::kOps: return "ops";
   }
   return "?";
 }

@@ -24,6 +24,7 @@ enum class ParamType {
   kChoice,       // one string of `choices`
   kString,       // free text (Custom's library path and op name)
   kNumbersOrChoice,  // numbers, or one string of `choices` (RandomErasing's value)
+  kOps,          // a list of op objects (RandomApply, RandomChoice, RandomOrder)
 };
 
 struct ParamSpec {

@@ -14,6 +14,7 @@
 #include "transforms/fast_ops.h"
 #include "transforms/image_ops.h"
 #include "transforms/op_params.h"
+#include "transforms/random_containers.h"
 #include "transforms/random_erasing.h"
 #include "transforms/tensor_stage.h"
 
@@ -23,6 +24,7 @@ namespace transforms {
 struct CompiledPipeline::TensorStage {
   bool to_tensor = false;
   bool pil_to_tensor = false;
+  ByteScale scale = ByteScale::kDivide;  // how ToTensor / ToDtype make floats
   std::vector<double> mean, std;
   std::unique_ptr<TensorWriter> writer;
   // RandomErasing ops in order, each with whether Normalize comes after it.
@@ -90,6 +92,26 @@ ImageOpFactory augment_factory(AugmentFamily family) {
   return [family](OpParams& p) { return make_augment(augment_params(p, family)); };
 }
 
+const std::map<std::string, ImageOpFactory>& image_op_factories();
+
+// An op inside RandomApply / RandomChoice / RandomOrder: an image op
+// (exact mode's), checked as a top-level one is.
+std::unique_ptr<ImageOp> nested_image_op(const Op& op, size_t position) {
+  auto factory = image_op_factories().find(op.name);
+  if (factory == image_op_factories().end() || op.name == "Custom") {
+    throw OptionError("ringloader: pipeline op " + std::to_string(position) + ": '" + op.name +
+                      "' cannot run inside a random container (image ops only)");
+  }
+  OpParams params(op, position);
+  std::unique_ptr<ImageOp> built = factory->second(params);
+  params.finish();
+  return built;
+}
+
+std::unique_ptr<ImageOp> container_op(OpParams& p) {
+  return make_random_container(p, nested_image_op);
+}
+
 const std::map<std::string, ImageOpFactory>& image_op_factories() {
   static const std::map<std::string, ImageOpFactory> factories = {
       {"Resize", [](OpParams& p) {
@@ -138,6 +160,9 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandAugment", augment_factory(AugmentFamily::kRandAugment)},
       {"TrivialAugmentWide", augment_factory(AugmentFamily::kTrivialAugmentWide)},
       {"AugMix", augment_factory(AugmentFamily::kAugMix)},
+      {"RandomApply", container_op},
+      {"RandomChoice", container_op},
+      {"RandomOrder", container_op},
       {"Custom", [](OpParams& p) { return make_custom_op(p); }},
   };
   return factories;
@@ -181,10 +206,12 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
     } else if (ops[i].name == "ToTensor" || ops[i].name == "PILToTensor") {
       tensor_op("follows another tensor op");
       (ops[i].name == "ToTensor" ? tensor_stage_->to_tensor : tensor_stage_->pil_to_tensor) = true;
+    } else if (ops[i].name == "ToDtype") {
+      add_to_dtype(params);
     } else if (ops[i].name == "Normalize") {
       if (!tensor_stage_->to_tensor || !tensor_stage_->mean.empty()) {
         throw OptionError("ringloader: pipeline op " + std::to_string(i) +
-                          " (Normalize) must follow ToTensor, once");
+                          " (Normalize) must follow ToTensor or a float ToDtype, once");
       }
       tensor_stage_->mean = params.numbers("mean", {1, static_cast<size_t>(channels)});
       tensor_stage_->std = params.numbers("std", {1, static_cast<size_t>(channels)});
@@ -223,12 +250,28 @@ CompiledPipeline::CompiledPipeline(const Pipeline& pipeline, ColorMode mode,
             tensor_stage_->to_tensor || tensor_stage_->pil_to_tensor ? Layout::kCHW
                                                                      : Layout::kHWC};
   tensor_stage_->writer = std::make_unique<TensorWriter>(
-      shape_.dtype, shape_.layout, channels, tensor_stage_->mean, tensor_stage_->std);
+      shape_.dtype, shape_.layout, channels, tensor_stage_->mean, tensor_stage_->std,
+      tensor_stage_->scale);
   for (const auto& [erasing, normalized_after] : tensor_stage_->erasing) {
     tensor_stage_->erasers.emplace_back(
         erasing, shape_, normalized_after ? tensor_stage_->mean : std::vector<double>{},
         normalized_after ? tensor_stage_->std : std::vector<double>{});
   }
+}
+
+// transforms.v2's ToDtype, right after PILToTensor: uint8 stays (a no-op);
+// float32 is ToTensor's layout with v2's arithmetic (x * (1 / 255)) or none.
+void CompiledPipeline::add_to_dtype(OpParams& params) {
+  const bool after_pil_to_tensor = tensor_stage_->pil_to_tensor && tensor_stage_->erasing.empty();
+  if (!after_pil_to_tensor) {
+    throw OptionError("ringloader: pipeline op " + std::to_string(params.position()) +
+                      " (ToDtype) must follow PILToTensor directly");
+  }
+  const bool scale = params.boolean("scale");
+  if (params.choice("dtype") == "uint8") return;
+  tensor_stage_->pil_to_tensor = false;
+  tensor_stage_->to_tensor = true;
+  tensor_stage_->scale = scale ? ByteScale::kReciprocal : ByteScale::kNone;
 }
 
 // RandomErasing runs on tensors (torchvision refuses PIL images), so it must
@@ -369,6 +412,31 @@ Op PILToTensor() { return {"PILToTensor", nlohmann::json::object()}; }
 Op Normalize(std::vector<double> mean, std::vector<double> std) {
   return {"Normalize", {{"mean", mean}, {"std", std}}};
 }
+Op ToDtype(DType dtype, bool scale) {
+  if (dtype != DType::kFloat32 && dtype != DType::kUInt8) {
+    throw OptionError("ringloader: ToDtype takes kFloat32 or kUInt8");
+  }
+  return {"ToDtype", {{"dtype", dtype == DType::kFloat32 ? "float32" : "uint8"},
+                      {"scale", scale}}};
+}
+
+namespace {
+nlohmann::json ops_json(const std::vector<Op>& ops) {
+  Pipeline pipeline;
+  for (const Op& op : ops) pipeline.add(op);
+  return pipeline.to_json();
+}
+}  // namespace
+
+Op RandomApply(std::vector<Op> ops, double p) {
+  return {"RandomApply", {{"transforms", ops_json(ops)}, {"p", p}}};
+}
+Op RandomChoice(std::vector<Op> ops, std::vector<double> weights) {
+  nlohmann::json params = {{"transforms", ops_json(ops)}};
+  params["p"] = weights.empty() ? nlohmann::json(nullptr) : nlohmann::json(weights);
+  return {"RandomChoice", std::move(params)};
+}
+Op RandomOrder(std::vector<Op> ops) { return {"RandomOrder", {{"transforms", ops_json(ops)}}}; }
 
 namespace {
 nlohmann::json pair_json(std::pair<double, double> v) { return {v.first, v.second}; }

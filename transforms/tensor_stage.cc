@@ -7,7 +7,7 @@ namespace ringloader::transforms {
 
 TensorWriter::TensorWriter(DType dtype, Layout layout, int channels,
                            const std::vector<double>& mean,
-                           const std::vector<double>& std)
+                           const std::vector<double>& std, ByteScale scale)
     : dtype_(dtype), layout_(layout) {
   if (dtype != DType::kFloat32) return;
   lookup_.resize(channels);
@@ -15,7 +15,9 @@ TensorWriter::TensorWriter(DType dtype, Layout layout, int channels,
     const float m = mean.empty() ? 0.0f : static_cast<float>(mean[c]);
     const float s = std.empty() ? 1.0f : static_cast<float>(std[c]);
     for (int v = 0; v < 256; ++v) {
-      float x = static_cast<float>(v) / 255.0f;
+      float x = static_cast<float>(v);
+      if (scale == ByteScale::kDivide) x /= 255.0f;
+      if (scale == ByteScale::kReciprocal) x *= static_cast<float>(1.0 / 255);
       lookup_[c][v] = mean.empty() ? x : (x - m) / s;
     }
   }

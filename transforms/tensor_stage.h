@@ -11,12 +11,18 @@
 
 namespace ringloader::transforms {
 
+// How uint8 values become float32: ToTensor's (and ConvertImageDtype's)
+// x / 255, transforms.v2 ToDtype(scale=True)'s x * float(1 / 255) (126 of
+// the 256 values differ from x / 255 by one ulp), or ToDtype(scale=False)'s x.
+enum class ByteScale { kDivide, kReciprocal, kNone };
+
 class TensorWriter {
  public:
   // dtype/layout from the pipeline's tensor op; mean/std empty unless
   // Normalize follows ToTensor.
   TensorWriter(DType dtype, Layout layout, int channels,
-               const std::vector<double>& mean, const std::vector<double>& std);
+               const std::vector<double>& mean, const std::vector<double>& std,
+               ByteScale scale = ByteScale::kDivide);
   // `mirror`: write the image flipped left to right (a fused
   // RandomHorizontalFlip), in the same single pass.
   void write(const Image& image, void* destination, bool mirror = false) const;

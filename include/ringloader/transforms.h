@@ -200,6 +200,18 @@ RINGLOADER_EXPORT Op RandomVerticalFlip(double p = OpDefault("RandomVerticalFlip
 RINGLOADER_EXPORT Op ToTensor();
 RINGLOADER_EXPORT Op PILToTensor();
 RINGLOADER_EXPORT Op Normalize(std::vector<double> mean, std::vector<double> std);
+// transforms.v2's ToDtype, right after PILToTensor: kUInt8 keeps the tensor;
+// kFloat32 with scale gives x * (1 / 255) in float32 (v2's arithmetic, which
+// differs from ToTensor's x / 255 by one ulp on 126 values), without scale x.
+RINGLOADER_EXPORT Op ToDtype(DType dtype, bool scale = OpDefault("ToDtype", "scale"));
+
+// torchvision's containers around image ops (v1 and v2 draw alike): all of
+// `ops` with probability p; one of them, picked with `weights` (empty: equal);
+// all of them in a uniformly drawn order. The output size may depend on the
+// draw only where a later crop fixes it; the channel count may not.
+RINGLOADER_EXPORT Op RandomApply(std::vector<Op> ops, double p = OpDefault("RandomApply", "p"));
+RINGLOADER_EXPORT Op RandomChoice(std::vector<Op> ops, std::vector<double> weights = {});
+RINGLOADER_EXPORT Op RandomOrder(std::vector<Op> ops);
 
 // Colour. Ranges are (min, max); the single-number forms of torchvision
 // (brightness=0.4 meaning (0.6, 1.4), hue=0.1 meaning (-0.1, 0.1)) are

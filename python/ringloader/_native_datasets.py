@@ -272,7 +272,11 @@ def _pipeline_of(part):
         ops = getattr(transform, "transforms", None)
         if ops is None or type(transform).__name__ != "Compose":
             ops = [transform]
-        for op in _transforms.fold_dtype_conversion(ops):
+        try:
+            ops = _transforms.fold_dtype_conversion(ops)
+        except _ringloader.OptionError as why:  # an op with no native form where it is
+            raise NotNative(str(why)) from None
+        for op in ops:
             try:
                 _transforms.from_torchvision_op(op)
             except _ringloader.OptionError:

@@ -21,7 +21,8 @@ __all__ = [
     "RandomHorizontalFlip", "RandomVerticalFlip", "ToTensor", "PILToTensor",
     "Normalize", "ColorJitter", "Grayscale", "RandomGrayscale", "GaussianBlur",
     "RandomRotation", "RandomAffine", "RandomErasing", "AutoAugment", "RandAugment",
-    "TrivialAugmentWide", "AugMix", "Custom", "from_torchvision",
+    "TrivialAugmentWide", "AugMix", "RandomApply", "RandomChoice", "RandomOrder", "ToDtype",
+    "Custom", "from_torchvision",
     "fast", "pipeline_json", "apply",
 ]
 
@@ -404,6 +405,11 @@ _TORCHVISION_CONVERTERS = {
 from ._convert_autoaugment import (  # noqa: E402
     AugMix, AutoAugment, RandAugment, TrivialAugmentWide, CONVERTERS as _AUGMENT_CONVERTERS)
 _TORCHVISION_CONVERTERS.update(_AUGMENT_CONVERTERS)
+# transforms.v2 and the random containers: the same arrangement.
+from . import _convert_v2  # noqa: E402
+from ._convert_v2 import RandomApply, RandomChoice, RandomOrder, ToDtype  # noqa: E402
+_TORCHVISION_CONVERTERS.update(_convert_v2.CONVERTERS, ToDtype=_convert_v2.convert_dtype)
+
 
 def fold_dtype_conversion(ops):
     """``PILToTensor`` then ``ConvertImageDtype(torch.float)`` is ``ToTensor``,
@@ -411,7 +417,7 @@ def fold_dtype_conversion(ops):
     torchvision's classification presets use."""
     import torch
     out = []
-    for op in ops:
+    for op in _convert_v2.rewrite(ops):
         if (type(op).__name__ == "ConvertImageDtype" and out
                 and type(out[-1]).__name__ == "PILToTensor"
                 and getattr(op, "dtype", None) == torch.float32):

@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The training recipes people use, unchanged, through torch's DataLoader and
+ringloader.DataLoader in one run, rounds interleaved (issue 43's table).
+
+Rows: torchvision's classification references (references/classification/
+presets.py ClassificationPresetTrain, as train.py builds it):
+  ta_wide   --auto-augment ta_wide --random-erase 0.1
+  ra        --auto-augment ra
+  imagenet  --auto-augment imagenet
+  use_v2    --auto-augment ta_wide --random-erase 0.1 --use-v2 (where
+            torchvision has transforms.v2)
+each on an unchanged torchvision ImageFolder: torch.utils.data.DataLoader
+against ringloader.DataLoader given the same dataset object. The path column
+says whether ringloader ran it natively or in Python workers (then it prints
+why, once, on stderr). Each loader is warmed up by one epoch; every round
+times one epoch of each loader in turn; medians of the rounds.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/recipes.py --corpus DIR [--rounds 3]
+
+Make the corpus with bench/make_photo_folder.py DIR --preset imagenet.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def preset(auto_augment, random_erase=0.0, use_v2=False, crop_size=224):
+    """ClassificationPresetTrain (backend "pil"), as the references write it."""
+    import torch
+    if use_v2:
+        import torchvision.transforms.v2 as T
+    else:
+        import torchvision.transforms as T
+    bilinear = T.InterpolationMode.BILINEAR
+    ops = [T.RandomResizedCrop(crop_size, interpolation=bilinear, antialias=True),
+           T.RandomHorizontalFlip(0.5)]
+    if auto_augment == "ra":
+        ops.append(T.RandAugment(interpolation=bilinear, magnitude=9))
+    elif auto_augment == "ta_wide":
+        ops.append(T.TrivialAugmentWide(interpolation=bilinear))
+    else:
+        ops.append(T.AutoAugment(policy=T.AutoAugmentPolicy(auto_augment),
+                                 interpolation=bilinear))
+    ops.append(T.PILToTensor())
+    ops += [T.ToDtype(torch.float, scale=True) if use_v2 else T.ConvertImageDtype(torch.float),
+            T.Normalize(mean=MEAN, std=STD)]
+    if random_erase > 0:
+        ops.append(T.RandomErasing(p=random_erase))
+    if use_v2:
+        ops.append(T.ToPureTensor())
+    return ClassificationPresetTrain(T.Compose(ops))
+
+
+class ClassificationPresetTrain:
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+def rows():
+    out = {"ta_wide": preset("ta_wide", 0.1), "ra": preset("ra"),
+           "imagenet": preset("imagenet")}
+    try:
+        import torchvision.transforms.v2  # noqa: F401
+        out["use_v2"] = preset("ta_wide", 0.1, use_v2=True)
+    except ImportError:
+        print("torchvision has no transforms.v2: no use_v2 row", file=sys.stderr)
+    return out
+
+
+def timed(loader):
+    count, start = 0, time.perf_counter()
+    for images, _labels in loader:
+        images[0].sum()  # touch the batch, as a trainer would
+        count += images.shape[0]
+    return count / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", required=True, help="an ImageFolder root")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--rows", default="", help="comma-separated subset of the rows")
+    args = parser.parse_args()
+    import torch
+    import torchvision
+    import ringloader
+    torch.set_num_threads(1)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    common = dict(batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
+    loaders = {}
+    for name, transform in rows().items():
+        if args.rows and name not in args.rows.split(","):
+            continue
+        dataset = torchvision.datasets.ImageFolder(args.corpus, transform)
+        ours = ringloader.DataLoader(dataset, **common)
+        loaders[name] = {"torch": torch.utils.data.DataLoader(dataset, persistent_workers=True,
+                                                              **common),
+                         "ringloader": ours,
+                         "path": "native" if ours._converted else "Python workers"}
+    for sides in loaders.values():
+        timed(sides["torch"])
+        timed(sides["ringloader"])
+    rates = {name: {"torch": [], "ringloader": []} for name in loaders}
+    for _ in range(args.rounds):
+        for name, sides in loaders.items():
+            for side in ("torch", "ringloader"):
+                rates[name][side].append(timed(sides[side]))
+    load_after = open("/proc/loadavg").read().split()[:3]
+    results = []
+    for name, sides in rates.items():
+        median = {side: statistics.median(values) for side, values in sides.items()}
+        results.append({"row": name, "path": loaders[name]["path"], "rounds": sides,
+                        "img_per_s": median, "ratio": median["ringloader"] / median["torch"]})
+    print(json.dumps({"images": len(loaders and next(iter(loaders.values()))["torch"].dataset),
+                      "cores": os.cpu_count(), "load_before": load_before,
+                      "load_after": load_after, "torch": torch.__version__,
+                      "torchvision": torchvision.__version__, "results": results}))
+    print("| recipe | path | torch img/s | ringloader img/s | ratio |")
+    print("|---|---|---|---|---|")
+    for r in results:
+        m = r["img_per_s"]
+        print(f"| {r['row']} | {r['path']} | {m['torch']:.0f} | {m['ringloader']:.0f} "
+              f"| {r['ratio']:.2f}x |")
+    print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)} "
+          f"({os.cpu_count()} cores)")
+
+
+if __name__ == "__main__":
+    main()
