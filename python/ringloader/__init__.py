@@ -34,7 +34,7 @@ from ._ringloader import (  # noqa: F401, E402
 from . import datasets, transforms  # noqa: F401, E402
 from .dataloader import DataLoader  # noqa: F401
 from . import attached  # noqa: F401  (DataLoader(attach=...): its subclass)
-from . import _torch_fallback  # noqa: F401  (torch's loader where the ring does not serve)
+from ._trainer import torch_fallback as _torch_fallback  # noqa: F401  (torch's loader where the ring does not serve)
 from .node import NodeLoader  # noqa: F401
 from .progress import progress  # noqa: F401
 
@@ -48,6 +48,6 @@ __all__ = [
 # without CUDA, else spawned and importing torch in the background), so a
 # loader's first batch does not wait for it. $RINGLOADER_PRESTART=0 starts
 # it at the first loader with a Python dataset instead.
-from . import _python_workers  # noqa: E402
+from ._trainer import python_workers as _python_workers  # noqa: E402
 
 _python_workers.prestart()

@@ -24,6 +24,22 @@ MOVED = {
     "_worker": "_workers.worker",
     "_iterable_worker": "_workers.iterable_worker",
     "_stub_gate": "_workers.stub_gate",
+    "_backend": "_trainer.backend",
+    "_arguments": "_trainer.arguments",
+    "_options": "_trainer.options",
+    "_state": "_trainer.state",
+    "_stream": "_trainer.stream",
+    "_distributed": "_trainer.distributed",
+    "_device": "_trainer.device",
+    "_torch_fallback": "_trainer.torch_fallback",
+    "_iterator": "_trainer.iterator",
+    "_iterable": "_trainer.iterable",
+    "_in_process": "_trainer.in_process",
+    "_batches": "_trainer.batches",
+    "_ring": "_trainer.ring",
+    "_reconfigure": "_trainer.reconfigure",
+    "_python_workers": "_trainer.python_workers",
+    "_fork_threads": "_trainer.fork_threads",
 }
 
 

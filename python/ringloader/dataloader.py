@@ -7,8 +7,9 @@ import warnings
 import torch
 from torch.utils.data._utils.collate import default_collate, default_convert
 
-from . import (_arguments, _device, _in_process, _iterable, _options, _reconfigure, _ring,
-               _stream)
+from ._trainer import (arguments as _arguments, device as _device, in_process as _in_process,
+                       iterable as _iterable, options as _options, reconfigure as _reconfigure,
+                       ring as _ring, stream as _stream)
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]

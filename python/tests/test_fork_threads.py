@@ -22,7 +22,7 @@ TRAINER = textwrap.dedent("""
         stop = threading.Event()
         threading.Thread(target=stop.wait, daemon=True).start()
     import ringloader
-    from ringloader import _python_workers
+    from ringloader._trainer import python_workers as _python_workers
 
     class Products(torch.utils.data.Dataset):
         def __len__(self):

@@ -273,7 +273,7 @@ def test_after_a_workers_exception_the_order_goes_on_as_torchs():
 
 
 def test_the_fallback_says_why_once(monkeypatch):
-    from ringloader import _torch_fallback
+    from ringloader._trainer import torch_fallback as _torch_fallback
     monkeypatch.setattr(_torch_fallback, "_warned", set())
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

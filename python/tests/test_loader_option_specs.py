@@ -12,7 +12,8 @@ import re
 import pytest
 
 import ringloader
-from ringloader import _options, _ringloader
+from ringloader import _ringloader
+from ringloader._trainer import options as _options
 
 SOURCE = pathlib.Path(os.environ.get("RINGLOADER_SOURCE_DIR",
                                      pathlib.Path(__file__).resolve().parents[2]))
@@ -55,7 +56,7 @@ def _keys_written(path):
 
 def test_every_option_the_package_sets_is_in_the_table():
     written = set()
-    for name in ("dataloader.py", "node.py", "_device.py", "_distributed.py"):
+    for name in ("dataloader.py", "node.py", "_trainer/device.py", "_trainer/distributed.py"):
         written |= _keys_written(PACKAGE / name)
     assert {"batch_size", "hang_timeout_s", "device"} <= written  # the scan works
     assert written <= set(_options.SPECS), written - set(_options.SPECS)

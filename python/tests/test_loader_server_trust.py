@@ -213,7 +213,7 @@ def test_stub_hands_nothing_to_another_users_server_on_its_name():
 STALLED_ZYGOTE = textwrap.dedent("""
     import os, signal, sys, time, torch
     import ringloader
-    from ringloader import _python_workers
+    from ringloader._trainer import python_workers as _python_workers
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):
@@ -269,7 +269,7 @@ HOLDS_A_LOCK = textwrap.dedent("""
     lock = open(sys.argv[1], "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     import ringloader  # forks the zygote, while the lock is held
-    from ringloader import _python_workers
+    from ringloader._trainer import python_workers as _python_workers
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):
@@ -322,7 +322,7 @@ def test_zygote_keeps_none_of_the_trainers_descriptors(tmp_path):
 BIG_TRAINER = textwrap.dedent("""
     import torch
     import ringloader
-    from ringloader import _python_workers
+    from ringloader._trainer import python_workers as _python_workers
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):

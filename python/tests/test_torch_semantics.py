@@ -397,7 +397,7 @@ class Small(Structured):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_an_endless_sampler_is_streamed_across_chunks(workers):
     import itertools
-    from ringloader import _stream
+    from ringloader._trainer import stream as _stream
     batches = _stream.CHUNK_BATCHES + 5  # past the first chunk
     ours, theirs = both(Small(11), batch_size=2, sampler=Endless(11), num_workers=workers)
     got = list(itertools.islice(ours, batches))

@@ -130,7 +130,7 @@ def _parent(pid):
 
 
 def test_workers_descend_from_the_zygote_not_the_trainer(tmp_path):
-    from ringloader import _python_workers
+    from ringloader._trainer import python_workers as _python_workers
     path = tmp_path / "pids.txt"
     loader = ringloader.DataLoader(RecordsPid(str(path)), batch_size=4, num_workers=2)
     list(loader)
@@ -304,7 +304,7 @@ def test_a_spawned_zygote_whose_trainer_went_away_exits_quietly(tmp_path):
     script = tmp_path / "quick.py"
     script.write_text(
         "import time, ringloader\n"
-        "from ringloader import _python_workers as pw\n"
+        "from ringloader._trainer import python_workers as pw\n"
         "zygote = pw._zygote_process\n"
         "zygote.control.close()\n"
         "zygote.process.wait(timeout=60)\n"

@@ -24,8 +24,8 @@ import warnings
 
 import torch
 
-from . import _arguments
-from ._ringloader import OptionError
+from ringloader._trainer import arguments as _arguments
+from ringloader._ringloader import OptionError
 
 # What torch's iterator reads from the loader when it is made.
 # (pin_memory_device and in_order are read back only: pinning follows the
@@ -138,6 +138,6 @@ def _check_iterable(loader, settings):
 
 
 def _iterable_fallback(settings):
-    from . import _iterable
+    from ringloader._trainer import iterable as _iterable
     return _iterable.fallback_reason(settings["dataset"], settings["num_workers"],
                                      settings["device"])

@@ -12,7 +12,7 @@ batch's own samples. C++ workers pad with repeats of the batch's last index
 """
 from torch.utils.data import BatchSampler
 
-from ._ringloader import OptionError
+from ringloader._ringloader import OptionError
 
 
 def is_custom(batch_sampler):

@@ -5,9 +5,13 @@ ring, worker pool, plan): C++ workers, and Python workers (_backend.py).
 A new iter() supersedes the iterator of the epoch in progress (one ring
 serves one stream): its next next() raises. With persistent workers torch
 hands out the same iterator object, reset; so do these."""
-from . import _batches, _python_workers, _ringloader, _state, _stream
-from ._backend import Backend, draw_base_seed
-from ._iterator import CppWorkersIterator, PythonWorkersIterator
+from ringloader import _ringloader
+from ringloader._trainer import batches as _batches
+from ringloader._trainer import python_workers as _python_workers
+from ringloader._trainer import state as _state
+from ringloader._trainer import stream as _stream
+from ringloader._trainer.backend import Backend, draw_base_seed
+from ringloader._trainer.iterator import CppWorkersIterator, PythonWorkersIterator
 
 
 class RingBackend(Backend):

@@ -14,8 +14,8 @@ import warnings
 
 import torch.utils.data.dataloader as _torch_dataloader
 
-from ._ringloader import OptionError
-from .dataloader import DataLoader
+from ringloader._ringloader import OptionError
+from ringloader.dataloader import DataLoader
 
 # torch's own class. `torch.utils.data.DataLoader` may be ours by now
 # (python -m ringloader swaps that name only); the module keeps torch's.

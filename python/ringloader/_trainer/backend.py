@@ -21,8 +21,8 @@ A backend keeps what outlives one epoch: the workers, the epoch the next
 keeps only its configuration and its backend."""
 import torch
 
-from . import _state
-from ._ringloader import OptionError
+from ringloader._trainer import state as _state
+from ringloader._ringloader import OptionError
 
 
 class Order:

@@ -12,10 +12,13 @@ import types
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from . import _batches, _iterable, _native_datasets, _stream
-from ._backend import Order
-from ._distributed import ShardSampler, resolve_rank
-from ._ringloader import OptionError
+from ringloader import _native_datasets
+from ringloader._trainer import batches as _batches
+from ringloader._trainer import iterable as _iterable
+from ringloader._trainer import stream as _stream
+from ringloader._trainer.backend import Order
+from ringloader._trainer.distributed import ShardSampler, resolve_rank
+from ringloader._ringloader import OptionError
 
 
 def decoded_in_cpp(dataset):

@@ -23,11 +23,12 @@ from torch.utils.data import BatchSampler, IterableDataset
 from torch.utils.data._utils.collate import default_collate, default_convert
 from torch.utils.data.sampler import Sampler
 
-from ringloader import _exceptions, _python_workers
+from ringloader import _exceptions
+from ringloader._trainer import python_workers as _python_workers
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
-from . import _ringloader
-from ._ringloader import Error, OptionError, WorkerError
+from ringloader import _ringloader
+from ringloader._ringloader import Error, OptionError, WorkerError
 
 CHUNK_TASKS = 4096
 # A slot's virtual size must fit an off_t and the address space.

@@ -5,8 +5,8 @@ import os
 import torch
 from torch.utils.data import Sampler
 
-from . import _ringloader
-from ._ringloader import OptionError
+from ringloader import _ringloader
+from ringloader._ringloader import OptionError
 
 
 def resolve_rank(distributed, rank, world_size):

@@ -16,7 +16,7 @@ of its own (``chunk_epoch``), where torch's workers would draw on.
 """
 import itertools
 
-from . import _batches
+from ringloader._trainer import batches as _batches
 
 CHUNK_BATCHES = 256
 

@@ -3,9 +3,10 @@
 torch's own semantics, with the position state_dict() saves."""
 from torch.utils.data._utils.collate import default_collate
 
-from . import _batches, _state
-from ._backend import Backend, draw_base_seed
-from ._distributed import ShardSampler
+from ringloader._trainer import batches as _batches
+from ringloader._trainer import state as _state
+from ringloader._trainer.backend import Backend, draw_base_seed
+from ringloader._trainer.distributed import ShardSampler
 
 
 class InProcessBackend(Backend):

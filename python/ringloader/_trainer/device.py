@@ -6,7 +6,7 @@ ring, whose slot then waits for the copy (release fences) before workers
 may overwrite it."""
 import torch
 
-from ._ringloader import OptionError
+from ringloader._ringloader import OptionError
 
 
 def configure(device, device_normalize, native, options):

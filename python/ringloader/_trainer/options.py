@@ -7,7 +7,7 @@ OptionError naming the option). python/tests/test_loader_option_specs.py
 checks that this package agrees with the table."""
 import json
 
-from . import _ringloader
+from ringloader import _ringloader
 
 # name -> {"name", "type", "default", "choices", "doc"}
 SPECS = {spec["name"]: spec for spec in json.loads(_ringloader.loader_option_specs())}

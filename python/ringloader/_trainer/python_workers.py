@@ -20,14 +20,16 @@ import sys
 import threading
 import weakref
 
-from ringloader import _exceptions, _fork_threads, _ringloader
+from ringloader import _exceptions, _ringloader
+from ringloader._trainer import fork_threads as _fork_threads
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import zygote as _zygote
-from ._ringloader import OptionError, WorkerError
+from ringloader._ringloader import OptionError, WorkerError
 
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STUB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_workers", "worker_stub.py")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ringloader/
+_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
+_STUB = os.path.join(_PACKAGE, "_workers", "worker_stub.py")
 # Set in the zygote's environment: its `import ringloader` starts no zygote.
 _ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
 # How long a loader waits for the zygote to be ready (it imports torch:

@@ -16,10 +16,11 @@ the batch silently. Once ``__next__`` has returned, the batch is the
 caller's, as any function's result."""
 from torch.utils.data._utils.collate import default_collate
 
-from ringloader import _device, _exceptions, _ringloader
+from ringloader import _exceptions, _ringloader
+from ringloader._trainer import device as _device
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._slots import collate as _collate
-from ._ringloader import Error, WorkerError
+from ringloader._ringloader import Error, WorkerError
 
 
 class RingIterator:

@@ -10,9 +10,9 @@ loader splits what the job left of the epoch, see docs/distributed.md);
 rank's own batch count."""
 import torch
 
-from . import _ringloader
-from ._distributed import ShardSampler
-from ._ringloader import OptionError
+from ringloader import _ringloader
+from ringloader._trainer.distributed import ShardSampler
+from ringloader._ringloader import OptionError
 
 VERSION = 2
 # Keys a state may differ in from the loader restoring it (elastic resume).
