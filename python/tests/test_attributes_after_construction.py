@@ -241,11 +241,13 @@ def test_a_rebuild_between_epochs_goes_on_with_the_next_epoch():
     assert not any(torch.equal(a, b) for a, b in zip(first, second))
 
 
-def test_timm_multi_epochs_loader_keeps_the_workers_it_started():
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_timm_multi_epochs_loader_keeps_the_workers_it_started(drop_last):
     """Only the order changed: the workers started at construction serve
     it (a Python dataset's start is a fork and a probe of sample 0)."""
     loader = _multi_epochs_class(ringloader.DataLoader, eager=False)(
-        Probe(n=22), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True)
+        Probe(n=22), batch_size=4, shuffle=True, num_workers=2, persistent_workers=True,
+        drop_last=drop_last)
     started = loader.worker_pids()
-    assert len([batch for batch in loader]) == 6
+    assert len([batch for batch in loader]) == (5 if drop_last else 6)
     assert loader.worker_pids() == started

@@ -135,7 +135,8 @@ class PythonWorkersBackend(RingBackend):
                         "worker_init_fn": worker_init_fn, "seed": seed,
                         "max_pickled_bytes": max_pickled_bytes, "to_device": to_device,
                         "batching": batching}
-        if isinstance(reuse, PythonWorkersBackend) and reuse._reusable(self._config):
+        if isinstance(reuse, PythonWorkersBackend) and reuse._reusable(
+                self._config, order.custom_batches):
             # The same workers, planned anew: the old backend's iterators
             # are superseded (they would read this ring).
             reuse.generation += 1
@@ -144,12 +145,15 @@ class PythonWorkersBackend(RingBackend):
         self._workers = _python_workers.PythonWorkers(
             dataset, options, worker_init_fn, seed, max_pickled_bytes, batching)
 
-    def _reusable(self, config):
+    def _reusable(self, config, custom_batches):
         """These workers serve `config` (attributes set after construction
-        changed only the order)."""
-        mine = self._config
-        return mine["dataset"] is config["dataset"] and all(
-            mine[key] == config[key] for key in mine if key != "dataset")
+        changed only the order). A custom batch sampler's batches are all
+        padded to full size: drop_last then cuts nothing."""
+        mine, theirs = dict(self._config), dict(config)
+        if custom_batches:
+            mine["options"] = dict(mine["options"], drop_last=None)
+            theirs["options"] = dict(theirs["options"], drop_last=None)
+        return mine.pop("dataset") is theirs.pop("dataset") and mine == theirs
 
     def padding_index(self, loader):
         # len(dataset): workers make no sample for it (_worker._BatchFiller).
