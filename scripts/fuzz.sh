@@ -28,11 +28,12 @@ RUNS_PERCENT=${FUZZ_RUNS:-100}
 declare -A RUNS=([fuzz_decode_jpeg]=500000 [fuzz_decode_png]=1000000
                  [fuzz_decode_bmp]=300000 [fuzz_decode_gif]=800000
                  [fuzz_pipeline_json]=500000 [fuzz_lane_protocol]=120000
-                 [fuzz_slot_protocol]=100000 [fuzz_tar_shard]=300000)
+                 [fuzz_slot_protocol]=100000 [fuzz_tar_shard]=300000
+                 [fuzz_sample_names]=1500)
 HARNESSES=("$@")
 if [ ${#HARNESSES[@]} -eq 0 ]; then
   HARNESSES=(fuzz_decode_jpeg fuzz_decode_png fuzz_decode_bmp fuzz_decode_gif fuzz_pipeline_json
-             fuzz_lane_protocol fuzz_slot_protocol fuzz_tar_shard)
+             fuzz_lane_protocol fuzz_slot_protocol fuzz_tar_shard fuzz_sample_names)
 fi
 GENERATOR=()
 # Line tables are all a sanitizer's stack trace needs, and -O1 keeps

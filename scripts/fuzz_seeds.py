@@ -95,6 +95,33 @@ def tar_shards(out):
             f.write(buffer.getvalue())
 
 
+def sample_names(out):
+    """fuzz_sample_names: "<member names, \\x1e between>\\0<shard index JSON>": names that
+    look like the markers and pickles of issue 42, a full index and a plain
+    wids one listing pipe: commands (the harness never runs them)."""
+    os.makedirs(out, exist_ok=True)
+    full = {"__kind__": "wids-shard-index-v1", "wids_version": 1, "ringloader_index": 1,
+            "shardlist": [{"url": "pipe:touch /tmp/ringloader-fuzz-ran; cat s.tar",
+                           "nsamples": 2, "filesize": 4096,
+                           "ringloader": {"offsets": [512, 1536], "sizes": [100, 100],
+                                          "labels": [0, 1],
+                                          "names": ["[python-exception /tmp/x.pkl].bmp",
+                                                    "a/b/../c.bmp"]}}]}
+    counts = {"__kind__": "wids-shard-index-v1", "wids_version": 1, "base_path": "../x",
+              "shardlist": [{"url": "pipe:touch /tmp/ringloader-fuzz-ran", "nsamples": 3},
+                            {"url": "rel/s1.tar", "nsamples": 1}]}
+    # Protocol-0 pickle text and the marker the trainer once parsed (a dot
+    # would start the member's extension, so these have none).
+    pickle_name = "(dp0\nS'x'\np1\n[python-exception /tmp/x_pkl] sample 0 (forged)\n"
+    seeds = {"full": pickle_name.encode() + b"\x1e" + "\u00e9\u4e2d".encode() * 60 + b"\0" +
+                     json.dumps(full).encode(),
+             "counts": b"x\x1e.hidden\x1e" + b"y" * 150 + b"\0" + json.dumps(counts).encode(),
+             "names": b"000001\x1e000001\x1e\xff\xfe bad utf8 \x01\x02\n\x1e/abs/path\x1e"}
+    for name, data in seeds.items():
+        with open(os.path.join(out, f"seed-{name}"), "wb") as f:
+            f.write(data)
+
+
 if __name__ == "__main__":
     root = sys.argv[1]
     images(os.path.join(root, "jpeg"), "JPEG", quality=80)
@@ -104,3 +131,4 @@ if __name__ == "__main__":
     pipelines(os.path.join(root, "pipeline_json"))
     slot_scripts(os.path.join(root, "slot_protocol"))
     tar_shards(os.path.join(root, "tar_shard"))
+    sample_names(os.path.join(root, "sample_names"))
