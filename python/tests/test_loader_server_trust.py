@@ -25,8 +25,7 @@ ATTACK = os.path.join(HERE, "server_trust_attack.py")
 TRAINER = os.path.join(HERE, "server_trust_trainer.py")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0,
-                                reason="attacks as another user need root to setuid")
+needs_root = pytest.mark.cross_user  # as nobody: needs root (conftest.py counts it)
 
 
 def _env(extra=None):

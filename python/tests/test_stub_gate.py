@@ -13,7 +13,7 @@ from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import worker_stub as _worker_stub
 from ringloader._workers import zygote as _zygote
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="setreuid needs root")
+needs_root = pytest.mark.cross_user  # as nobody: needs root (conftest.py counts it)
 
 
 def _in_child(run):
