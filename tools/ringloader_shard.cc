@@ -33,12 +33,12 @@
 #include <vector>
 
 #include "loader/data/atomic_file.h"
-#include "loader/data/image_folder_scan.h"
+#include "loader/data/files/image_folder_scan.h"
 #include "loader/data/sample_source.h"
-#include "loader/data/tar_format.h"
-#include "loader/data/tar_index.h"
-#include "loader/data/tar_manifest.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/tar_format.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tar/tar_manifest.h"
+#include "loader/data/tar/tar_writer.h"
 #include "loader/sampler/sampler.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"

@@ -3,10 +3,10 @@
 // JSON so every process agrees on the samples and their order.
 #include "ringloader/dataset.h"
 
-#include "loader/data/idx_file.h"
-#include "loader/data/sample_table.h"
-#include "loader/data/tar_index.h"
-#include "loader/data/tensor_rows.h"
+#include "loader/data/files/idx_file.h"
+#include "loader/data/tables/sample_table.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tables/tensor_rows.h"
 #include "ringloader/errors.h"
 
 namespace ringloader {

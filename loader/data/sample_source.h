@@ -1,4 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// Folder loader/data/: what every source of samples shares. The Dataset
+// descriptions (dataset.cc), reading one sample into pixels (this file),
+// and files made and opened safely (fd.h, atomic_file, file_trust,
+// folder_walk). One subfolder per source of samples:
+//   tar/     tar shards and their index    fetch/  shard bytes and the node cache
+//   tables/  sealed sample tables          files/  image folders and IDX files
+//   mix/     weighted mixes of the others
+// A subfolder may include this folder and tables/; this folder includes
+// only what SampleSource reads.
+//
 // Reading one sample of a Dataset into a decoded 8-bit image: the first
 // stage of a sample's trip (file -> bytes -> pixels), before the pipeline.
 #pragma once
@@ -8,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/idx_file.h"
-#include "loader/data/tar_member_reader.h"
-#include "loader/data/tensor_rows.h"
+#include "loader/data/files/idx_file.h"
+#include "loader/data/tar/tar_member_reader.h"
+#include "loader/data/tables/tensor_rows.h"
 #include "ringloader/dataset.h"
 #include "transforms/decode/decode.h"
 #include "transforms/image.h"

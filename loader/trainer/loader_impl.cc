@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "loader/data/fd.h"
-#include "loader/data/tensor_rows.h"
+#include "loader/data/tables/tensor_rows.h"
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
 #include "loader/ring/shared_region.h"

@@ -10,8 +10,8 @@
 #include <optional>
 #include <vector>
 
-#include "loader/data/shard_prefetcher.h"
-#include "loader/data/shard_starts.h"
+#include "loader/data/fetch/shard_prefetcher.h"
+#include "loader/data/tar/shard_starts.h"
 #include "loader/ring/ring.h"
 #include "loader/ring/slot_protocol.h"
 #include "loader/ring/slot_validation.h"

@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "loader/data/shard_counter.h"
+#include "loader/data/tar/shard_counter.h"
 #include "loader/sampler/shard_order.h"
 
 namespace ringloader::trainer {

@@ -11,10 +11,10 @@
 #include <memory>
 #include <utility>
 
-#include "loader/data/shard_input.h"
-#include "loader/data/tar_grouper.h"
-#include "loader/data/tar_sample_stream.h"
-#include "loader/data/tar_walk.h"
+#include "loader/data/fetch/shard_input.h"
+#include "loader/data/tar/tar_grouper.h"
+#include "loader/data/tar/tar_sample_stream.h"
+#include "loader/data/tar/tar_walk.h"
 #include "ringloader/errors.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "loader/data/image_folder_scan.h"
+#include "loader/data/files/image_folder_scan.h"
 #include "ringloader/errors.h"
 
 namespace ringloader::data {

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "loader/data/sample_table.h"
+#include "loader/data/tables/sample_table.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 #include "tests/unit/data/sealed_memfd_test_support.h"

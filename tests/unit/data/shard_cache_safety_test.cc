@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "loader/data/shard_cache.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/fetch/shard_cache.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/cross_user.h"
 

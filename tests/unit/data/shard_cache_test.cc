@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "loader/data/shard_cache.h"
-#include "loader/data/shard_prefetcher.h"
-#include "loader/data/tar_index.h"
-#include "loader/data/tar_member_reader.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/fetch/shard_cache.h"
+#include "loader/data/fetch/shard_prefetcher.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tar/tar_member_reader.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/temp_dir_test.h"
 

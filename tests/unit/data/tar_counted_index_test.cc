@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "loader/data/shard_input.h"
-#include "loader/data/tar_member_reader.h"
-#include "loader/data/tar_sample_stream.h"
+#include "loader/data/fetch/shard_input.h"
+#include "loader/data/tar/tar_member_reader.h"
+#include "loader/data/tar/tar_sample_stream.h"
 #include "ringloader/dataset.h"
 #include "tests/unit/data/tar_shard_fixture.h"
 

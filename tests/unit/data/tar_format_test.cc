@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/brace_expand.h"
-#include "loader/data/shard_input.h"
-#include "loader/data/tar_format.h"
-#include "loader/data/tar_walk.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/brace_expand.h"
+#include "loader/data/fetch/shard_input.h"
+#include "loader/data/tar/tar_format.h"
+#include "loader/data/tar/tar_walk.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/temp_dir_test.h"
 

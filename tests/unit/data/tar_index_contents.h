@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "loader/data/tar_index.h"
+#include "loader/data/tar/tar_index.h"
 
 namespace ringloader::data {
 

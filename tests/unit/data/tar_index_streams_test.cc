@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/shard_counter.h"
-#include "loader/data/tar_index.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/shard_counter.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/temp_dir_test.h"
 #include "tests/unit/data/tar_index_contents.h"

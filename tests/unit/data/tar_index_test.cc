@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/tar_index.h"
+#include "loader/data/tar/tar_index.h"
 #include "tests/unit/data/tar_index_contents.h"
-#include "loader/data/tar_member_reader.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/tar_member_reader.h"
+#include "loader/data/tar/tar_writer.h"
 #include "loader/sampler/sampler.h"
 #include "loader/sampler/shard_order.h"
 #include "ringloader/errors.h"

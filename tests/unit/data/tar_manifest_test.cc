@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The shard index file (loader/data/tar_manifest): it rebuilds the index
+// The shard index file (loader/data/tar/tar_manifest): it rebuilds the index
 // that reading the shards gives, and a corrupt, foreign or stale one is a
 // named error at construction or in the worker, never other samples.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/tar_index.h"
+#include "loader/data/tar/tar_index.h"
 #include "tests/unit/data/tar_index_contents.h"
-#include "loader/data/tar_manifest.h"
-#include "loader/data/tar_member_reader.h"
+#include "loader/data/tar/tar_manifest.h"
+#include "loader/data/tar/tar_member_reader.h"
 #include "ringloader/errors.h"
 #include "tests/unit/data/tar_shard_fixture.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "loader/data/shard_input.h"
+#include "loader/data/fetch/shard_input.h"
 #include "tests/unit/cross_user.h"
 #include "tests/unit/data/tar_shard_fixture.h"
 

@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <functional>
 
-#include "loader/data/tar_index.h"
-#include "loader/data/tar_member_reader.h"
-#include "loader/data/tar_sample_table.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tar/tar_member_reader.h"
+#include "loader/data/tables/tar_sample_table.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/data/sealed_memfd_test_support.h"
 #include "tests/unit/data/tar_index_contents.h"

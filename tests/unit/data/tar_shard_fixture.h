@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "loader/data/tar_index.h"
-#include "loader/data/tar_manifest.h"
-#include "loader/data/tar_writer.h"
+#include "loader/data/tar/tar_index.h"
+#include "loader/data/tar/tar_manifest.h"
+#include "loader/data/tar/tar_writer.h"
 #include "ringloader/errors.h"
 #include "tests/unit/temp_dir_test.h"
 

@@ -10,7 +10,7 @@
 #include <functional>
 #include <numeric>
 
-#include "loader/data/tensor_rows.h"
+#include "loader/data/tables/tensor_rows.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 #include "tests/unit/data/sealed_memfd_test_support.h"
