@@ -85,7 +85,7 @@ def tensor_dataset(n):
 
 def rows(scale):
     """(name, dataset, workers, ringloader's extra arguments). A
-    TensorDataset runs in the C++ workers (_native_rows.py); its
+    TensorDataset runs in the C++ workers (_native/rows.py); its
     ``native=False`` row is the Python workers' gather it replaced."""
     tensors = tensor_dataset(int(100000 * scale))
     return [

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Native dataset handles for python/ringloader/datasets.py. A handle owns
+// Native dataset handles for python/ringloader/datasets/. A handle owns
 // its Dataset, and so the sample table's memfd that its description names
 // (/proc/<pid>/fd/<n>): the description is only valid while the handle
 // lives, which is why Python keeps the handle, not the JSON.
@@ -97,7 +97,7 @@ void register_datasets(py::module_& module) {
     for (size_t i = 0; i < paths.size(); ++i) samples.push_back({paths[i], labels[i]});
     return Dataset::file_list(std::move(samples), mode_of(mode));
   }, py::arg("paths"), py::arg("labels"), py::arg("mode") = "RGB");
-  // TensorDataset rows (python/ringloader/_native_datasets.py): `rows` is
+  // TensorDataset rows (python/ringloader/_native/datasets.py): `rows` is
   // the features' bytes (a C-contiguous uint8 view), checked against the
   // count and row size before the builder reads them.
   module.def("tensor_rows_dataset", [](py::buffer rows, int64_t count,

@@ -40,6 +40,11 @@ MOVED = {
     "_reconfigure": "_trainer.reconfigure",
     "_python_workers": "_trainer.python_workers",
     "_fork_threads": "_trainer.fork_threads",
+    "_native_datasets": "_native.datasets",
+    "_native_rows": "_native.rows",
+    "_sample_views": "_native.sample_views",
+    "_convert_autoaugment": "_native.convert_autoaugment",
+    "_convert_v2": "_native.convert_v2",
 }
 
 

@@ -33,7 +33,7 @@ batches are dropped until a trainer attaches again; the others go on.
 """
 import time
 
-from . import _native_datasets
+from ._native import datasets as _native_datasets
 from ._trainer import options as _options
 from ._ringloader import NodeLoader as _NodeCore
 from ._ringloader import OptionError

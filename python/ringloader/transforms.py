@@ -402,12 +402,12 @@ _TORCHVISION_CONVERTERS = {
 
 # The AutoAugment family lives in its own module, which reads the helpers
 # above; imported here, once they exist.
-from ._convert_autoaugment import (  # noqa: E402
+from ._native.convert_autoaugment import (  # noqa: E402
     AugMix, AutoAugment, RandAugment, TrivialAugmentWide, CONVERTERS as _AUGMENT_CONVERTERS)
 _TORCHVISION_CONVERTERS.update(_AUGMENT_CONVERTERS)
 # transforms.v2 and the random containers: the same arrangement.
-from . import _convert_v2  # noqa: E402
-from ._convert_v2 import RandomApply, RandomChoice, RandomOrder, ToDtype  # noqa: E402
+from ._native import convert_v2 as _convert_v2  # noqa: E402
+from ._native.convert_v2 import RandomApply, RandomChoice, RandomOrder, ToDtype  # noqa: E402
 _TORCHVISION_CONVERTERS.update(_convert_v2.CONVERTERS, ToDtype=_convert_v2.convert_dtype)
 
 

@@ -128,7 +128,7 @@ def test_every_module_imports():
 # dataset owns (set on it by the conversion that made it).
 _ALLOWED_WRITES = {("_workers/worker.py", "torch_worker._worker_info"),
                    ("_workers/iterable_worker.py", "torch_worker._worker_info"),
-                   ("_native_datasets.py", "owner._memfds")}
+                   ("_native/datasets.py", "owner._memfds")}
 
 
 def test_no_module_assigns_another_objects_private_fields():
@@ -165,6 +165,7 @@ SHARED = {"_ringloader", "_build_info"}
 ALLOWED = {
     "_slots": SHARED | {"_slots"},
     "_workers": SHARED | {"_workers", "_slots", "_exceptions"},
+    "_native": SHARED | {"_native", "_slots", "_exceptions", "transforms"},
 }
 
 
@@ -192,7 +193,9 @@ def test_no_module_imports_against_its_packages_direction():
 
 
 @pytest.mark.parametrize("importer, target", [("_workers.worker", "dataloader"),
-                                              ("_slots.collate", "_workers.worker")])
+                                              ("_workers.zygote", "_trainer.state"),
+                                              ("_slots.collate", "_workers.worker"),
+                                              ("_native.rows", "_trainer.arguments")])
 def test_the_direction_check_sees_a_wrong_import(importer, target):
     # The check itself can fail: the real graph plus one wrong edge.
     graph = {m: _imports(m) for m in MODULES}

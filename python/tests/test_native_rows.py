@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """TensorDataset (and Subset / ConcatDataset of it) runs in the C++ workers
-(_native_rows.py, loader/data/tensor_rows.h): no Python worker process,
+(_native/rows.py, loader/data/tables/tensor_rows.h): no Python worker process,
 and batches equal torch's DataLoader's (list vs tuple, dtypes, shapes,
 values) for every way of ordering and batching them; what cannot go native
 keeps the Python workers and says why."""
@@ -12,7 +12,7 @@ from torch.utils.data import (ConcatDataset, Subset, SubsetRandomSampler, Tensor
                               WeightedRandomSampler, random_split)
 
 import ringloader
-from ringloader._native_rows import ConvertedRows
+from ringloader._native.rows import ConvertedRows
 
 
 def features_and_labels(n, seed, shape=(3, 4), dtype=torch.float32):

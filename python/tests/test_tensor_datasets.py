@@ -2,7 +2,7 @@
 """TensorDataset (and Subset / ConcatDataset of it): batches are torch's
 DataLoader's, batch for batch (dtypes, shapes, values, labels), whether the
 C++ workers copy its rows (one tensor, or features and int64 labels:
-_native_rows.py, test_native_rows.py) or Python workers gather each batch
+_native/rows.py, test_native_rows.py) or Python workers gather each batch
 by index (three tensors here, and _tensor_rows.py's own tests)."""
 import pytest
 import torch

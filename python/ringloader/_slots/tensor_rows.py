@@ -89,7 +89,7 @@ def subset_index(indices, size):
     """A Subset's indices as rows of its dataset, each read as torch's
     ``t[i]`` reads it (-size <= i < size, negative ones from the end); None
     when one is outside (torch raises at that sample). The trainer's native
-    rows (_native_rows.py) read Subsets by the same rule."""
+    rows (_native/rows.py) read Subsets by the same rule."""
     index = torch.as_tensor(list(indices), dtype=torch.int64)
     if index.numel() and (int(index.min()) < -size or int(index.max()) >= size):
         return None

@@ -12,7 +12,7 @@ import types
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
-from ringloader import _native_datasets
+from ringloader._native import datasets as _native_datasets
 from ringloader._trainer import batches as _batches
 from ringloader._trainer import iterable as _iterable
 from ringloader._trainer import stream as _stream

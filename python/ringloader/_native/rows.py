@@ -3,7 +3,7 @@
 
 A ``TensorDataset`` of (features, labels) or of one tensor, and ``Subset``
 / ``ConcatDataset`` of those, is written once into a sealed memfd
-(loader/data/tensor_rows.h): features of any numeric dtype and row shape,
+(loader/data/tables/tensor_rows.h): features of any numeric dtype and row shape,
 labels a 1-D int64 tensor. The C++ workers copy rows by index into the ring
 slot; no Python worker is started and nothing is pickled. A batch is what
 torch's default collate makes of ``tuple(t[i] for t in tensors)``:
@@ -20,14 +20,14 @@ when the dataset was a candidate.
 """
 import torch
 
-from . import _ringloader
+from ringloader import _ringloader
 from ringloader._slots.tensor_rows import subset_index
 
 _TYPES = {torch.uint8: "uint8", torch.int8: "int8", torch.int16: "int16",
           torch.int32: "int32", torch.int64: "int64", torch.float16: "float16",
           torch.bfloat16: "bfloat16", torch.float32: "float32",
           torch.float64: "float64", torch.bool: "bool"}
-_MAX_ROW_DIMS = 8            # loader/data/tensor_rows.h kMaxRowDims
+_MAX_ROW_DIMS = 8            # loader/data/tables/tensor_rows.h kMaxRowDims
 _MAX_ROW_BYTES = (1 << 31) - 1  # a row is one ring sample (tensor_rows.cc)
 
 

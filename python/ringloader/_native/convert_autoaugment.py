@@ -11,8 +11,8 @@ draws. ``transforms.py`` registers these at import.
 """
 import numbers
 
-from . import transforms as _t
-from ._ringloader import OptionError
+from ringloader import transforms as _t
+from ringloader._ringloader import OptionError
 
 
 def _int(value, name):

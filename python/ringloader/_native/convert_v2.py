@@ -22,8 +22,8 @@ op list, before the ops convert one by one:
 
 ``transforms.fold_dtype_conversion`` calls ``rewrite`` first.
 """
-from . import transforms as _t
-from ._ringloader import OptionError
+from ringloader import transforms as _t
+from ringloader._ringloader import OptionError
 
 
 class NoNativeForm(OptionError):

@@ -17,7 +17,7 @@ Natively made:
   ``ringloader.datasets`` file datasets, when the parts share one transform;
 * ``TensorDataset`` of (features, int64 labels) or of one tensor, and
   ``Subset`` / ``ConcatDataset`` of it: rows in a sealed memfd
-  (_native_rows.py).
+  (rows.py).
 
 ``target_transform`` (a plain callable on the integer label) runs in the
 trainer, on each label of the batch, then is collated as torch would.
@@ -26,8 +26,9 @@ import os
 import sys
 import weakref
 
-from . import _native_rows, _ringloader
-from . import transforms as _transforms
+from ringloader import _ringloader
+from ringloader._native import rows as _native_rows
+from ringloader import transforms as _transforms
 
 # Extensions whose files the native decoders read (by magic bytes); others
 # (.webp, .tif) keep PIL in Python workers.
