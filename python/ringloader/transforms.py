@@ -400,15 +400,21 @@ _TORCHVISION_CONVERTERS = {
 }
 
 
-# The AutoAugment family lives in its own module, which reads the helpers
-# above; imported here, once they exist.
-from ._native.convert_autoaugment import (  # noqa: E402
-    AugMix, AutoAugment, RandAugment, TrivialAugmentWide, CONVERTERS as _AUGMENT_CONVERTERS)
-_TORCHVISION_CONVERTERS.update(_AUGMENT_CONVERTERS)
-# transforms.v2 and the random containers: the same arrangement.
-from ._native import convert_v2 as _convert_v2  # noqa: E402
-from ._native.convert_v2 import RandomApply, RandomChoice, RandomOrder, ToDtype  # noqa: E402
-_TORCHVISION_CONVERTERS.update(_convert_v2.CONVERTERS, ToDtype=_convert_v2.convert_dtype)
+# The AutoAugment family and transforms.v2 live in modules of their own
+# (ringloader/_native/convert_autoaugment.py, convert_v2.py), built on the
+# classes above. They register their classes, converters and pipeline
+# rewrite here when the package loads (ringloader/__init__.py imports them
+# after this module), so this module imports neither: no import cycle.
+_REWRITES = []
+
+
+def _register(converters, classes, rewrite=None):
+    """Adds an extension module's torchvision converters and public classes
+    (``ringloader.transforms.AutoAugment`` ...) and its rewrite of an op list."""
+    _TORCHVISION_CONVERTERS.update(converters)
+    globals().update({cls.__name__: cls for cls in classes})
+    if rewrite is not None:
+        _REWRITES.append(rewrite)
 
 
 def fold_dtype_conversion(ops):
@@ -416,8 +422,10 @@ def fold_dtype_conversion(ops):
     bit for bit (both divide the uint8 values by 255 in float32): the form
     torchvision's classification presets use."""
     import torch
+    for rewrite in _REWRITES:
+        ops = rewrite(ops)
     out = []
-    for op in _convert_v2.rewrite(ops):
+    for op in ops:
         if (type(op).__name__ == "ConvertImageDtype" and out
                 and type(out[-1]).__name__ == "PILToTensor"
                 and getattr(op, "dtype", None) == torch.float32):

@@ -116,3 +116,5 @@ CONVERTERS = {
     "AugMix": lambda t: AugMix(t.severity, t.mixture_width, t.chain_depth, t.alpha,
                                t.all_ops, t.interpolation, t.fill),
 }
+
+_t._register(CONVERTERS, [AutoAugment, RandAugment, TrivialAugmentWide, AugMix])

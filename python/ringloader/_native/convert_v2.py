@@ -212,3 +212,7 @@ def rewrite(ops, inside=False):
     if pending:
         out.append(_t.PILToTensor())
     return out
+
+
+_t._register({**CONVERTERS, "ToDtype": convert_dtype},
+             [RandomApply, RandomChoice, RandomOrder, ToDtype], rewrite)
