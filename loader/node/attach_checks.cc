@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <type_traits>
 
 #include "loader/node/node_socket.h"
 #include "ringloader/errors.h"
@@ -50,31 +49,27 @@ int check_node_peer(int socket, int64_t node_uid, const std::string& who) {
 }
 
 NodeFacts copy_node_header(const NodeHeader& mapped) {
-  const auto once = [](const auto& field) {
-    using T = std::remove_cv_t<std::remove_reference_t<decltype(field)>>;
-    return *static_cast<const volatile T*>(&field);
-  };
   NodeFacts f;
-  f.magic = once(mapped.magic);
-  f.layout_version = once(mapped.layout_version);
-  f.lane_count = once(mapped.lane_count);
-  f.lane_slots = once(mapped.lane_slots);
-  f.device = once(mapped.device);
-  f.batch_size = once(mapped.batch_size);
-  f.batches_per_epoch = once(mapped.batches_per_epoch);
-  f.first_epoch = once(mapped.first_epoch);
-  f.epochs = once(mapped.epochs);
-  f.slot_data_bytes = once(mapped.slot_data_bytes);
-  f.data_bytes = once(mapped.data_bytes);
-  f.channels = once(mapped.channels);
-  f.height = once(mapped.height);
-  f.width = once(mapped.width);
-  f.dtype = once(mapped.dtype);
-  f.layout = once(mapped.layout);
-  f.targets_offset = once(mapped.targets_offset);
-  f.indices_offset = once(mapped.indices_offset);
-  f.ring_bytes = once(mapped.ring_bytes);
-  f.total_bytes = once(mapped.total_bytes);
+  f.magic = read_once(mapped.magic);
+  f.layout_version = read_once(mapped.layout_version);
+  f.lane_count = read_once(mapped.lane_count);
+  f.lane_slots = read_once(mapped.lane_slots);
+  f.device = read_once(mapped.device);
+  f.batch_size = read_once(mapped.batch_size);
+  f.batches_per_epoch = read_once(mapped.batches_per_epoch);
+  f.first_epoch = read_once(mapped.first_epoch);
+  f.epochs = read_once(mapped.epochs);
+  f.slot_data_bytes = read_once(mapped.slot_data_bytes);
+  f.data_bytes = read_once(mapped.data_bytes);
+  f.channels = read_once(mapped.channels);
+  f.height = read_once(mapped.height);
+  f.width = read_once(mapped.width);
+  f.dtype = read_once(mapped.dtype);
+  f.layout = read_once(mapped.layout);
+  f.targets_offset = read_once(mapped.targets_offset);
+  f.indices_offset = read_once(mapped.indices_offset);
+  f.ring_bytes = read_once(mapped.ring_bytes);
+  f.total_bytes = read_once(mapped.total_bytes);
   return f;
 }
 

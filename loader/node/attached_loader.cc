@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include <torch/torch.h>
 
@@ -37,16 +36,12 @@ namespace {
 // A slot's fields, each read once (volatile loads): the node may rewrite
 // them while we check and use them.
 node::LaneSlot read_slot(const node::LaneSlot& mapped) {
-  const auto once = [](const auto& field) {
-    using T = std::remove_cv_t<std::remove_reference_t<decltype(field)>>;
-    return *static_cast<const volatile T*>(&field);
-  };
   node::LaneSlot slot{};
-  slot.rows = once(mapped.rows);
-  slot.lane_batch = once(mapped.lane_batch);
-  slot.epoch = once(mapped.epoch);
-  slot.index = once(mapped.index);
-  slot.ring_offset = once(mapped.ring_offset);
+  slot.rows = node::read_once(mapped.rows);
+  slot.lane_batch = node::read_once(mapped.lane_batch);
+  slot.epoch = node::read_once(mapped.epoch);
+  slot.index = node::read_once(mapped.index);
+  slot.ring_offset = node::read_once(mapped.ring_offset);
   return slot;
 }
 

@@ -81,8 +81,7 @@ class HostTrainerLanes : public TrainerLanes {
   torch::Tensor wrap(uint32_t slot, const std::vector<int64_t>& sizes,
                      torch::ScalarType dtype, std::function<void()> release) override {
     // Read once: the node may be another build, and we check what we use.
-    const uint64_t offset =
-        *static_cast<const volatile uint64_t*>(&lane_.slot_for(slot).ring_offset);
+    const uint64_t offset = read_once(lane_.slot_for(slot).ring_offset);
     // Each product checked: sizes that wrap could pass the bound below.
     uint64_t bytes = c10::elementSize(dtype);
     bool overflow = false;

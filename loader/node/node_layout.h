@@ -159,4 +159,12 @@ inline uint32_t lane_state(uint64_t lane_batch, uint32_t slots, LanePhase phase)
   return (generation << kLanePhaseBits) | phase;
 }
 
+// A field of the node's region, read exactly once (a volatile load): the
+// node's own mapping stays writable, so the compiler must not read the
+// mapping again in place of the checked copy.
+template <typename T>
+T read_once(const T& mapped_field) {
+  return *static_cast<const volatile T*>(&mapped_field);
+}
+
 }  // namespace ringloader::node
