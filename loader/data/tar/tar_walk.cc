@@ -45,12 +45,14 @@ void skip_data(ShardInput& input, uint64_t size, const std::string& shard,
   }
 }
 
+// At most 18 decimal digits, so the value fits int64_t; every character is
+// checked before it is used (a shard's bytes choose the text).
 int64_t parse_pax_size(const std::string& text, const std::string& shard) {
-  int64_t size = 0;
   bool ok = !text.empty() && text.size() < 19;
-  for (char c : text) {
-    ok = ok && c >= '0' && c <= '9';
-    size = size * 10 + (c - '0');
+  int64_t size = 0;
+  for (size_t i = 0; ok && i < text.size(); ++i) {
+    ok = text[i] >= '0' && text[i] <= '9';
+    if (ok) size = size * 10 + (text[i] - '0');
   }
   if (!ok) throw IoError("ringloader: shard " + shard + ": bad pax size '" + text + "'");
   return size;

@@ -184,6 +184,27 @@ TEST_F(TarFormatTest, AMemberTooLargeToReadIsNamedNotAllocated) {
             "more than the 1073741824 ringloader reads of one member");
 }
 
+// A pax size of letters (fuzz_tar_shard found it overflowing the parse
+// under UBSan): an error naming the shard, read no further than the text.
+TEST_F(TarFormatTest, APaxSizeOfLettersIsNamed) {
+  const std::string record = "27 size=zzzzzzzzzzzzzzzzzz\n";
+  ASSERT_EQ(record.size(), 27u);
+  {
+    std::ofstream out(dir_ + "/pax.tar", std::ios::binary);
+    uint8_t block[kTarBlock];
+    make_tar_header("pax", record.size(), 'x', block);
+    out.write(reinterpret_cast<const char*>(block), sizeof block);
+    std::string data = record + std::string(kTarBlock - record.size(), '\0');
+    out.write(data.data(), data.size());
+    make_tar_header("000000.jpg", 3, '0', block);
+    out.write(reinterpret_cast<const char*>(block), sizeof block);
+    out.write("abc", 3);
+    out.write(std::string(kTarBlock - 3 + 2 * kTarBlock, '\0').data(), kTarBlock - 3 + 2 * kTarBlock);
+  }
+  EXPECT_EQ(error_of(dir_ + "/pax.tar"),
+            "ringloader: shard " + dir_ + "/pax.tar: bad pax size 'zzzzzzzzzzzzzzzzzz'");
+}
+
 TEST_F(TarFormatTest, LinksAreRefusedByName) {
   write_file("src/000000.jpg", "x");
   ASSERT_EQ(symlink("000000.jpg", (dir_ + "/src/000001.jpg").c_str()), 0);
