@@ -5,12 +5,27 @@
 #include "ringloader/transforms.h"
 #include "transforms/auto_augment.h"
 #include "transforms/op_params.h"
+#include "transforms/timm_augment.h"
 
 namespace ringloader {
 namespace {
 
 nlohmann::json fill_json(const std::vector<double>& fill) {
   return fill.empty() ? nlohmann::json(nullptr) : nlohmann::json(fill);
+}
+
+// [[name, magnitude, arg, filter], ...] per sample: what timm's ops receive.
+nlohmann::json timm_augment_draws(const Op& op, uint64_t seed, uint64_t epoch,
+                                  uint64_t first_index, uint64_t count) {
+  transforms::OpParams params(op, 0);
+  const transforms::TimmAugmentParams parsed = transforms::timm_augment_params(params);
+  params.finish();
+  nlohmann::json out = nlohmann::json::array();
+  for (uint64_t i = 0; i < count; ++i) {
+    SampleRng rng(seed, epoch, first_index + i);
+    out.push_back(transforms::timm_draw_json(transforms::draw_timm_augment(parsed, rng)));
+  }
+  return out;
 }
 
 }  // namespace
@@ -50,13 +65,14 @@ nlohmann::json augment_draws(const Op& op, int height, int width, uint64_t seed,
       {"RandAugment", AugmentFamily::kRandAugment},
       {"TrivialAugmentWide", AugmentFamily::kTrivialAugmentWide},
       {"AugMix", AugmentFamily::kAugMix}};
+  if (op.name == "TimmRandAugment") return timm_augment_draws(op, seed, epoch, first_index, count);
   const AugmentFamily* family = nullptr;
   for (const auto& [name, value] : kFamilies) {
     if (op.name == name) family = &value;
   }
   if (!family) {
     throw OptionError("ringloader: augment_draws takes AutoAugment, RandAugment, "
-                      "TrivialAugmentWide or AugMix, not " + op.name);
+                      "TrivialAugmentWide, AugMix or TimmRandAugment, not " + op.name);
   }
   if (height <= 0 || width <= 0) throw OptionError("ringloader: augment_draws needs a size");
   transforms::OpParams params(op, 0);

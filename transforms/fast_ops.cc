@@ -67,12 +67,15 @@ cv::Rect decoded_rect(const Image& in, const Box& box) {
 class FastRandomResizedCrop final : public ImageOp {
  public:
   FastRandomResizedCrop(int height, int width, std::array<double, 2> scale,
-                        std::array<double, 2> ratio, bool bicubic)
-      : height_(height), width_(width), scale_(scale), ratio_(ratio), bicubic_(bicubic) {}
+                        std::array<double, 2> ratio, bool bicubic, bool random)
+      : height_(height), width_(width), scale_(scale), ratio_(ratio), bicubic_(bicubic),
+        random_(random) {}
   void apply(Image& in, Image& out, SampleRng& rng) const override {
     const Box box = random_resized_crop_box(in.full_height(), in.full_width(), scale_,
                                             ratio_, rng);
-    resize_rect(in, decoded_rect(in, box), height_, width_, bicubic_, out);
+    // The exact op's draw for interpolation='random', so the streams agree.
+    const bool bicubic = random_ ? rng.integer(0, 1) == 1 : bicubic_;
+    resize_rect(in, decoded_rect(in, box), height_, width_, bicubic, out);
     std::swap(in, out);
   }
   std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
@@ -88,7 +91,7 @@ class FastRandomResizedCrop final : public ImageOp {
  private:
   int height_, width_;
   std::array<double, 2> scale_, ratio_;
-  bool bicubic_;
+  bool bicubic_, random_;
 };
 
 class FastResize final : public ImageOp {
@@ -130,9 +133,10 @@ std::unique_ptr<ImageOp> fast_random_resized_crop(OpParams& p) {
   auto scale = ordered_pair(p, "scale");
   auto ratio = ordered_pair(p, "ratio");
   p.boolean("antialias");
-  const bool bicubic = interpolation(p) == Interpolation::kBicubic;
+  const std::string mode = p.choice("interpolation");
   return std::make_unique<FastRandomResizedCrop>(
-      size[0], size.size() == 2 ? size[1] : size[0], scale, ratio, bicubic);
+      size[0], size.size() == 2 ? size[1] : size[0], scale, ratio, mode == "bicubic",
+      mode == "random");
 }
 
 std::unique_ptr<ImageOp> fast_resize(OpParams& p) {

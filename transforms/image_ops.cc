@@ -130,15 +130,19 @@ class RandomCrop final : public ImageOp {
 class RandomResizedCrop final : public ImageOp {
  public:
   RandomResizedCrop(int height, int width, std::array<double, 2> scale,
-                    std::array<double, 2> ratio, Interpolation interpolation)
+                    std::array<double, 2> ratio, std::optional<Interpolation> interpolation)
       : height_(height), width_(width), scale_(scale), ratio_(ratio),
         interpolation_(interpolation) {}
   void apply(Image& in, Image& out, SampleRng& rng) const override {
     Box box = in_window(in, random_resized_crop_box(in.full_height(), in.full_width(),
                                                     scale_, ratio_, rng));
+    // timm's random.choice((BILINEAR, BICUBIC)), drawn after the box.
+    const Interpolation mode = interpolation_ ? *interpolation_
+                               : rng.integer(0, 1) == 0 ? Interpolation::kBilinear
+                                                        : Interpolation::kBicubic;
     // Crop, then resize the crop (a view: no copy), as F.resized_crop does.
     resample(ImageView::of(in).crop(box.top, box.left, box.height, box.width),
-             height_, width_, interpolation_, out);
+             height_, width_, mode, out);
     std::swap(in, out);
   }
   std::pair<int, int> output_size(int, int) const override { return {height_, width_}; }
@@ -150,7 +154,7 @@ class RandomResizedCrop final : public ImageOp {
  private:
   int height_, width_;
   std::array<double, 2> scale_, ratio_;
-  Interpolation interpolation_;
+  std::optional<Interpolation> interpolation_;
 };
 
 template <int kChannels>
@@ -229,7 +233,7 @@ std::unique_ptr<ImageOp> make_random_crop(int height, int width, Padding padding
 std::unique_ptr<ImageOp> make_random_resized_crop(int height, int width,
                                                   std::array<double, 2> scale,
                                                   std::array<double, 2> ratio,
-                                                  Interpolation interpolation) {
+                                                  std::optional<Interpolation> interpolation) {
   return std::make_unique<RandomResizedCrop>(height, width, scale, ratio, interpolation);
 }
 std::unique_ptr<ImageOp> make_flip(bool horizontal, double p) {

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transforms/compiled_pipeline.h"
@@ -37,10 +38,12 @@ std::unique_ptr<ImageOp> make_resize(std::vector<int> size, Interpolation interp
 std::unique_ptr<ImageOp> make_center_crop(int height, int width);
 std::unique_ptr<ImageOp> make_random_crop(int height, int width, Padding padding,
                                           bool pad_if_needed);
+// `interpolation` empty: bilinear or bicubic drawn per sample after the box
+// (timm's RandomResizedCropAndInterpolation(interpolation='random')).
 std::unique_ptr<ImageOp> make_random_resized_crop(int height, int width,
                                                   std::array<double, 2> scale,
                                                   std::array<double, 2> ratio,
-                                                  Interpolation interpolation);
+                                                  std::optional<Interpolation> interpolation);
 std::unique_ptr<ImageOp> make_flip(bool horizontal, double p);
 std::unique_ptr<ImageOp> make_pad(Padding padding);
 

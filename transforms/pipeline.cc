@@ -17,6 +17,7 @@
 #include "transforms/random_containers.h"
 #include "transforms/random_erasing.h"
 #include "transforms/tensor_stage.h"
+#include "transforms/timm_augment.h"
 
 namespace ringloader {
 namespace transforms {
@@ -140,7 +141,9 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
          auto scale = ordered_pair(p, "scale", true);
          auto ratio = ordered_pair(p, "ratio", true);
          p.boolean("antialias");
-         return make_random_resized_crop(h, w, scale, ratio, interpolation(p));
+         const std::string mode = p.choice("interpolation");
+         if (mode == "random") return make_random_resized_crop(h, w, scale, ratio, std::nullopt);
+         return make_random_resized_crop(h, w, scale, ratio, interpolation_from_name(mode));
        }},
       {"RandomHorizontalFlip", [](OpParams& p) {
          return make_flip(true, p.number("p"));
@@ -160,6 +163,7 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandAugment", augment_factory(AugmentFamily::kRandAugment)},
       {"TrivialAugmentWide", augment_factory(AugmentFamily::kTrivialAugmentWide)},
       {"AugMix", augment_factory(AugmentFamily::kAugMix)},
+      {"TimmRandAugment", [](OpParams& p) { return make_timm_augment(timm_augment_params(p)); }},
       {"RandomApply", container_op},
       {"RandomChoice", container_op},
       {"RandomOrder", container_op},

@@ -56,7 +56,7 @@ ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int heigh
     if (!(rounded_h < height && rounded_w < width)) continue;  // checked before the int cast
     const int h = static_cast<int>(rounded_h), w = static_cast<int>(rounded_w);
     if (params.random_value && noise) {
-      noise->resize(static_cast<size_t>(channels) * h * w);
+      noise->resize(static_cast<size_t>(channels) * (params.per_channel ? 1 : h * w));
       fill_normal(rng, *noise);
     }
     box = {true, static_cast<int>(rng.integer(0, height - h)),
@@ -81,7 +81,7 @@ ErasingParams erasing_params(OpParams& p, int channels) {
   out.scale = {scale[0], scale[1]};
   out.ratio = {ratio[0], ratio[1]};
   if (p.has("value") && p.op().params["value"].is_string()) {
-    p.choice("value");
+    out.per_channel = p.choice("value") == "random_per_channel";
     out.random_value = true;
   } else {
     out.value = p.numbers("value", {1, static_cast<size_t>(channels)});
@@ -122,7 +122,8 @@ void RandomErasing::apply(void* tensor, SampleRng& rng) const {
   std::vector<float> values;
   if (params_.random_value) {
     values = std::move(noise);
-    const size_t per_channel = static_cast<size_t>(box.height) * box.width;
+    const size_t per_channel =
+        params_.per_channel ? 1 : static_cast<size_t>(box.height) * box.width;
     for (size_t i = 0; i < values.size(); ++i) {
       values[i] = normalise(values[i], static_cast<int>(i / per_channel));
     }
@@ -132,7 +133,8 @@ void RandomErasing::apply(void* tensor, SampleRng& rng) const {
       values.push_back(normalise(static_cast<float>(v), c));
     }
   }
-  fill_box(static_cast<float*>(tensor), shape_, box, values, params_.random_value);
+  fill_box(static_cast<float*>(tensor), shape_, box, values,
+           params_.random_value && !params_.per_channel);
 }
 
 }  // namespace ringloader::transforms

@@ -18,6 +18,7 @@ struct ErasingParams {
   std::array<double, 2> scale{0.02, 0.33};
   std::array<double, 2> ratio{0.3, 3.3};
   bool random_value = false;        // value='random': standard normal noise
+  bool per_channel = false;         // with random_value: one normal per channel (timm's 'rand')
   std::vector<double> value{0.0};  // one value, or one per channel
 };
 
@@ -32,7 +33,8 @@ struct ErasingBox {
 // uniform (erase when < p); per try (at most 10) a float32 uniform in
 // `scale` and one in log(ratio) (float32 logs and exp, like torch); for the
 // accepted box, when value is 'random', channels * height * width standard
-// normals (Box-Muller, two per pair of uniforms) into `noise`, CHW order;
+// normals (Box-Muller, two per pair of uniforms) into `noise`, CHW order
+// ('random_per_channel': `channels` normals);
 // then top, then left.
 ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int height,
                             int width, SampleRng& rng, std::vector<float>* noise);

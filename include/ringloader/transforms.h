@@ -295,8 +295,10 @@ RINGLOADER_EXPORT Op AugMix(int severity = OpDefault("AugMix", "severity"),
 // ...]} (torchvision's _apply_op arguments, in order) and, for AugMix,
 // "chains" (one such list per chain), "beta" ([m0, m1]) and "weights" (the
 // chains' mixing weights). For explaining a sample's augmentation and for
-// checking the draws against torchvision's. Throws OptionError for an
-// invalid op or one that is not of the family.
+// checking the draws against torchvision's. For TimmRandAugment (timm's
+// RandAugment, which the Python converter of timm transforms builds): per
+// sample a list of [op name, magnitude, argument, filter]. Throws
+// OptionError for an invalid op or one that is not of the family.
 RINGLOADER_EXPORT nlohmann::json augment_draws(const Op& op, int height, int width,
                                                uint64_t seed, uint64_t epoch,
                                                uint64_t first_index, uint64_t count = 1);

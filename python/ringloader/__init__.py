@@ -32,8 +32,9 @@ from ._ringloader import (  # noqa: F401, E402
     WorkerError,
 )
 from . import datasets, transforms  # noqa: F401, E402
-# The AutoAugment family and transforms.v2 register their ops in transforms.
-from ._native import convert_autoaugment, convert_v2  # noqa: F401, E402
+# The AutoAugment family, transforms.v2 and timm's transforms register their
+# ops in transforms.
+from ._native import convert_autoaugment, convert_v2, convert_timm  # noqa: F401, E402
 from .dataloader import DataLoader  # noqa: F401
 from . import attached  # noqa: F401  (DataLoader(attach=...): its subclass)
 from ._trainer import torch_fallback as _torch_fallback  # noqa: F401  (torch's loader where the ring does not serve)

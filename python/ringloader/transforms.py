@@ -400,21 +400,23 @@ _TORCHVISION_CONVERTERS = {
 }
 
 
-# The AutoAugment family and transforms.v2 live in modules of their own
-# (ringloader/_native/convert_autoaugment.py, convert_v2.py), built on the
+# The AutoAugment family, transforms.v2 and timm's transforms live in modules
+# of their own (ringloader/_native/convert_autoaugment.py, convert_v2.py,
+# convert_timm.py), built on the
 # classes above. They register their classes, converters and pipeline
 # rewrite here when the package loads (ringloader/__init__.py imports them
 # after this module), so this module imports neither: no import cycle.
 _REWRITES = []
 
 
-def _register(converters, classes, rewrite=None):
+def _register(converters, classes, rewrite=None, first=False):
     """Adds an extension module's torchvision converters and public classes
-    (``ringloader.transforms.AutoAugment`` ...) and its rewrite of an op list."""
+    (``ringloader.transforms.AutoAugment`` ...) and its rewrite of an op list
+    (``first``: before the others, for one that replaces foreign ops by ours)."""
     _TORCHVISION_CONVERTERS.update(converters)
     globals().update({cls.__name__: cls for cls in classes})
     if rewrite is not None:
-        _REWRITES.append(rewrite)
+        _REWRITES.insert(0 if first else len(_REWRITES), rewrite)
 
 
 def fold_dtype_conversion(ops):

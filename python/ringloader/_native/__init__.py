@@ -9,6 +9,8 @@ instead of Python code. Runs in the trainer, when a DataLoader is built
   ``targets``).
 - ``convert_autoaugment``, ``convert_v2``: torchvision's AutoAugment family
   and transforms.v2 -> native ops.
+- ``convert_timm``: timm's create_transform ops -> native ops, timm's
+  ImageDataset over a folder -> native files (timm is never imported).
 
 May import: ``ringloader._ringloader``, ``ringloader._exceptions``,
 ``ringloader._slots`` (tensor rows), the public ``transforms`` (the ops it

@@ -17,7 +17,8 @@ Natively made:
   ``ringloader.datasets`` file datasets, when the parts share one transform;
 * ``TensorDataset`` of (features, int64 labels) or of one tensor, and
   ``Subset`` / ``ConcatDataset`` of it: rows in a sealed memfd
-  (rows.py).
+  (rows.py);
+* timm's ``ImageDataset`` over an image folder (convert_timm.py).
 
 ``target_transform`` (a plain callable on the integer label) runs in the
 trainer, on each label of the batch, then is collated as torch would.
@@ -27,6 +28,7 @@ import sys
 import weakref
 
 from ringloader import _ringloader
+from ringloader._native import convert_timm as _timm
 from ringloader._native import rows as _native_rows
 from ringloader import transforms as _transforms
 
@@ -101,7 +103,7 @@ def convert(dataset, worker_init_fn=None):
         return None, None
     name = type(dataset).__name__
     try:
-        if worker_init_fn is not None:
+        if worker_init_fn is not None and not _timm.seeds_python_only(worker_init_fn):
             raise NotNative("worker_init_fn runs Python in each worker")
         if _native_rows.is_tensor_tree(dataset):
             try:
@@ -121,6 +123,8 @@ def finish_batch(data, target, collate, target_transform):
     dataset's ints (through ``target_transform``), a custom ``collate_fn``
     sees ``(image, label)`` samples as torchvision makes them."""
     from torch.utils.data._utils.collate import default_collate
+    if _timm.is_fast_collate(collate) and target_transform is None:
+        return data, target  # fast_collate's (uint8 NCHW, int64 labels)
     if collate is None or collate is default_collate:
         if target_transform is None:
             return [data, target]
@@ -139,7 +143,7 @@ def _is_candidate(dataset):
     if hasattr(dataset, "ringloader_dataset_json"):
         return False  # a ringloader dataset on its own is native already
     module = type(dataset).__module__ or ""
-    return module.startswith("torchvision.datasets")
+    return module.startswith("torchvision.datasets") or _timm.is_dataset(dataset)
 
 
 def _say_once(text):
@@ -156,6 +160,8 @@ def _part_of(dataset):
         return _concat([_part_of(d) for d in dataset.datasets])
     if hasattr(dataset, "ringloader_dataset_json"):
         return _ringloader_part(dataset)
+    if _timm.is_dataset(dataset):
+        return _timm_part(dataset)
     datasets = sys.modules.get("torchvision.datasets")
     if datasets is None:
         raise NotNative(f"{type(dataset).__name__} is not a dataset ringloader reads")
@@ -179,14 +185,27 @@ def _folder_part(dataset, datasets):
     if dataset.loader not in (folder.default_loader, folder.pil_loader):
         raise NotNative("a custom loader runs Python per sample")
     paths = [path for path, _ in dataset.samples]
+    _check_extensions(paths)
+    return Part("files", "RGB", dataset.transform, dataset.target_transform,
+                paths=paths, labels=[int(label) for _, label in dataset.samples],
+                classes=list(getattr(dataset, "classes", [])))
+
+
+def _timm_part(dataset):
+    def why_not(reason):
+        raise NotNative(reason)
+    mode, paths, labels, classes = _timm.dataset_fields(dataset, why_not)
+    _check_extensions(paths)
+    return Part("files", mode, dataset.transform, dataset.target_transform,
+                paths=paths, labels=labels, classes=classes)
+
+
+def _check_extensions(paths):
     for path in paths:
         extension = os.path.splitext(path)[1].lower()
         if extension not in _NATIVE_EXTENSIONS:
             raise NotNative(f"{extension or 'extension-less'} files ({path}) "
                             "have no native decoder")
-    return Part("files", "RGB", dataset.transform, dataset.target_transform,
-                paths=paths, labels=[int(label) for _, label in dataset.samples],
-                classes=list(getattr(dataset, "classes", [])))
 
 
 def _mnist_part(dataset, datasets):
