@@ -14,7 +14,9 @@ torch's order (``_MultiProcessingDataLoaderIter._next_data``).
 
 Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
 from the loader's generator, the dataset as it is then), or kept with
-``persistent_workers`` (seeded once, a new iterator per epoch).
+``persistent_workers`` (seeded once, a new iterator per epoch). They
+start side by side, their servers forked by the loader's own zygote, which
+has the trainer's modules (_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
 ``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
@@ -25,6 +27,7 @@ from torch.utils.data.sampler import Sampler
 
 from ringloader import _exceptions
 from ringloader._trainer import python_workers as _python_workers
+from ringloader._trainer import warm_zygote as _warm_zygote
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
 from ringloader import _ringloader
@@ -116,16 +119,22 @@ class _StreamWorker(_python_workers.PythonWorkers):
     one dummy index; a slot holds one encoded batch of up to max_batch_bytes
     (virtually: pages are committed as written)."""
 
-    def __init__(self, dataset, options, stream):
+    def __init__(self, dataset, options, stream, zygote):
+        """Pickles `dataset` as it is now; start() starts the worker (in a
+        thread of its own: _warm_zygote.start_all)."""
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
+        self.zygote, self._dataset = zygote, dataset
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
         self.native = self.batch_structure = None
         self.encoded_start = 0
         self.payload = self._pickle(dataset)
-        self._start(dataset)
+
+    def start(self):
+        self._start(self._dataset)
+        self._dataset = None
 
     def _plan_size(self, dataset):
         return 1
@@ -160,6 +169,10 @@ class IterableBackend:
                              shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
         self._workers = None
         self._iterator = None
+        # Forked from the trainer now, while that is more likely safe than
+        # at iter() (no CUDA yet): see _warm_zygote.
+        self._zygote = _warm_zygote.LoaderZygote()
+        self._zygote.get()
         self.generation = 0   # iter() calls: an iterator of an older one is stale
         self._iteration = 0   # of the persistent workers
         self._resume = None   # a loaded position, for the next iter()
@@ -191,14 +204,17 @@ class IterableBackend:
         collate = loader.collate_fn
         if collate is None:
             collate = default_collate if loader.batch_size is not None else default_convert
-        return [_StreamWorker(loader.dataset, self._options, {
+        zygote = self._zygote.get()
+        workers = [_StreamWorker(loader.dataset, self._options, {
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
             "collate_fn": collate, "batch_size": loader.batch_size,
             "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
             "stateful": _stateful(loader.dataset),
-            "resume": None if resume is None else resume["worker_states"][worker_id]})
-            for worker_id in range(loader.num_workers)]
+            "resume": None if resume is None else resume["worker_states"][worker_id]},
+            zygote) for worker_id in range(loader.num_workers)]
+        _warm_zygote.start_all([worker.start for worker in workers])
+        return workers
 
     def epoch_ended(self, loader):
         if not loader.persistent_workers:

@@ -45,6 +45,10 @@ _FORK_MAX_PRIVATE_BYTES = 1 << 30
 _MAX_SAMPLE_BYTES = 1 << 31
 
 
+class NotNow(Exception):
+    """A fork of the trainer is not safe now (_Zygote(fork_only=True))."""
+
+
 class _Zygote:
     """The zygote process and the trainer's end of its control socket.
 
@@ -58,13 +62,19 @@ class _Zygote:
     torch in the background: about a second later to the first batch when
     a loader is built right after the import (bench/first_batch.py)."""
 
-    def __init__(self):
+    def __init__(self, fork_only=False):
+        """`fork_only`: a fork of the trainer or nothing (NotNow), for a
+        loader's own zygote (_trainer/warm_zygote.py)."""
+        fork = _fork_is_safe()
+        if fork_only and not fork:
+            raise NotNow("forking the trainer is not safe now")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.owner = os.getpid()
         self.ready = False
         self.process = None
         self.pid = None
-        if _fork_is_safe():
+        self.lock = threading.Lock()  # one fork_server at a time
+        if fork:
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
@@ -245,8 +255,16 @@ def _zygote_for_use():
         return _zygote_process
 
 
-def _start_server(records_fd):
-    """A new loader server: the trainer's end of its socket, _ServerProcess."""
+def _start_server(records_fd, zygote=None):
+    """A new loader server: the trainer's end of its socket, _ServerProcess.
+    From `zygote` (a loader's own, _trainer/warm_zygote.py) while it lives,
+    else from the trainer's."""
+    if zygote is not None and zygote.alive():
+        try:
+            with zygote.lock:
+                return zygote.fork_server(records_fd)
+        except (OSError, EOFError):
+            zygote.owner = -1  # dead: the trainer's zygote serves
     for attempt in range(2):
         zygote = _zygote_for_use()
         try:
@@ -268,6 +286,9 @@ class PythonWorkers:
     own; None for structured), "padded" (a custom batch sampler's short
     batches are padded with the index len(dataset)) and "max_batch_bytes"
     (the encoded part of each slot: virtual, committed as written)."""
+
+    # The zygote its servers come from: None for the trainer's (_Zygote).
+    zygote = None
 
     def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching):
         self.options = options
@@ -353,7 +374,7 @@ class PythonWorkers:
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
         bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
         for attempt in (1, 2):
-            server, process = _start_server(records_fd)
+            server, process = _start_server(records_fd, self.zygote)
             server.settimeout(bound_s if bound_s > 0 else None)
             try:
                 _zygote.send_frame(server, pickle.dumps(header))

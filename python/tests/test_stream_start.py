@@ -1,0 +1,192 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""How an IterableDataset loader's workers start at each iter() (issue 46,
+item 1): side by side, their servers forked by the loader's own zygote,
+which has the trainer's modules, so no epoch imports them again; and what
+torch's re-created workers see, unchanged: a fresh copy of the dataset as
+it is at iter(), worker_init_fn once per worker and epoch, torch's
+get_worker_info() and seeds."""
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data.dataloader import DataLoader as TorchDataLoader
+
+import ringloader
+from ringloader._trainer import python_workers as _python_workers
+
+RENDEZVOUS_S = 5.0
+
+
+class Rendezvous(IterableDataset):
+    """Unpickled (in a loader server) it waits up to RENDEZVOUS_S for the
+    servers of the other workers of its epoch to unpickle theirs: it meets
+    them only if they start side by side."""
+
+    def __init__(self, folder, workers):
+        self.folder, self.workers, self.met = folder, workers, None
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        open(os.path.join(self.folder, str(os.getpid())), "w").close()
+        deadline = time.monotonic() + RENDEZVOUS_S
+        while len(os.listdir(self.folder)) < self.workers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.met = len(os.listdir(self.folder)) >= self.workers
+
+    def __iter__(self):
+        yield get_worker_info().id, self.met
+
+
+def test_the_workers_of_an_epoch_start_side_by_side(tmp_path):
+    dataset = Rendezvous(None, 3)
+    loader = ringloader.DataLoader(dataset, batch_size=None, num_workers=3)
+    for epoch in range(2):
+        dataset.folder = str(tmp_path / f"epoch{epoch}")
+        os.mkdir(dataset.folder)
+        # One after the other, the first server waits alone: (0, False).
+        assert sorted(loader) == [[0, True], [1, True], [2, True]]  # lists: torch's convert
+
+
+STREAMLIB = """
+import os
+from torch.utils.data import IterableDataset, get_worker_info
+
+with open(os.environ["IMPORT_LOG"], "a") as log:
+    log.write(f"{os.getpid()}\\n")
+
+
+class Parents(IterableDataset):
+    # Each sample: the worker's server, and the process that forked it.
+    def __iter__(self):
+        server = os.getppid()
+        with open(f"/proc/{server}/status") as status:
+            zygote = int(status.read().split("PPid:")[1].split()[0])
+        yield get_worker_info().id, server, zygote
+"""
+
+SCRIPT = """
+import os
+import ringloader
+import streamlib  # imported after ringloader: the trainer's zygote lacks it
+
+loader = ringloader.DataLoader(streamlib.Parents(), batch_size=None, num_workers=2)
+epochs = [sorted(loader) for _ in range(2)]
+print(os.getpid(), getattr(getattr(loader._backend, "_zygote", None), "pid", None))
+print(epochs)
+"""
+
+
+def test_no_epoch_imports_the_trainers_modules_again(tmp_path):
+    (tmp_path / "streamlib.py").write_text(textwrap.dedent(STREAMLIB))
+    (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
+    log = tmp_path / "imports.log"
+    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p]
+    env = dict(os.environ, IMPORT_LOG=str(log),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), *paths]))
+    env.pop("RINGLOADER_ZYGOTE", None)
+    done = subprocess.run([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()[-2:]
+    trainer, zygote = first.split()
+    # Imported by the trainer alone: each server used to import it again
+    # while it unpickled the dataset (a second a worker for `datasets`).
+    assert log.read_text().split() == [trainer]
+    trainer, zygote = int(trainer), int(zygote)
+    epochs = eval(second)  # noqa: S307  (our own script's printout)
+    servers = set()
+    for samples in epochs:
+        assert [worker for worker, _, _ in samples] == [0, 1]
+        assert {parent for _, _, parent in samples} == {zygote}
+        servers.update(server for _, server, _ in samples)
+    assert len(servers) == 4  # new servers (fresh copies) every epoch
+    assert zygote != trainer
+
+
+def test_the_loaders_zygote_ends_with_the_loader():
+    loader = ringloader.DataLoader(Counting(4), batch_size=2, num_workers=2)
+    list(loader)
+    pid = loader._backend._zygote.pid
+    if pid is None:
+        pytest.skip("this trainer could not be forked safely (threads or CUDA)")
+    del loader
+    gc.collect()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_where_the_trainer_cannot_be_forked_its_zygote_serves(monkeypatch):
+    monkeypatch.setattr(_python_workers, "_fork_is_safe", lambda: False)
+    def loader(loader_class):
+        return loader_class(Counting(9), batch_size=3, num_workers=2,
+                            generator=torch.Generator().manual_seed(3))
+    ours = loader(ringloader.DataLoader)
+    assert ours._backend._zygote.pid is None
+    assert_same(_epochs(ours, 2), _epochs(loader(TorchDataLoader), 2))
+
+
+class Counting(IterableDataset):
+    """State a worker mutates (`taken`), state the trainer sets between
+    epochs (`offset`), and what worker_init_fn did to this copy (`inits`)."""
+
+    def __init__(self, count):
+        self.count, self.offset, self.taken, self.inits = count, 0, 0, 0
+
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(info.id, self.count, info.num_workers):
+            self.taken += 1
+            yield torch.tensor([self.offset + i, self.taken, self.inits, info.id,
+                                info.num_workers, info.seed % (1 << 62),
+                                int(info.dataset is self)])
+
+
+def count_inits(worker_id):
+    info = get_worker_info()
+    info.dataset.inits += 1
+    with open(info.dataset.log, "a") as log:
+        log.write(f"{worker_id}\n")
+
+
+def _epochs(loader, epochs, between=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = []
+        for epoch in range(epochs):
+            if between is not None:
+                between(epoch)
+            result.append([batch.tolist() for batch in loader])
+        return result
+
+
+def assert_same(ours, torchs):
+    assert ours == torchs
+    assert all(epoch for epoch in ours)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_each_epochs_workers_see_what_torchs_see(tmp_path, persistent):
+    # Non-persistent: a fresh copy each epoch (taken and inits start again,
+    # the trainer's offset is seen, worker_init_fn runs again, a new base
+    # seed); persistent: the workers' copies go on.
+    runs = {}
+    for name, loader_class in (("torch", TorchDataLoader), ("ours", ringloader.DataLoader)):
+        dataset = Counting(7)
+        dataset.log = str(tmp_path / f"{name}.log")
+        loader = loader_class(dataset, batch_size=2, num_workers=2, worker_init_fn=count_inits,
+                              persistent_workers=persistent,
+                              generator=torch.Generator().manual_seed(5))
+        runs[name] = _epochs(loader, 3, lambda epoch: setattr(dataset, "offset", 100 * epoch))
+        assert dataset.taken == dataset.inits == 0  # the trainer's copy is untouched
+    assert_same(runs["ours"], runs["torch"])
+    inits = (tmp_path / "ours.log").read_text().split()
+    assert sorted(inits) == sorted((tmp_path / "torch.log").read_text().split())
+    assert len(inits) == (2 if persistent else 6)
