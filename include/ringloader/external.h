@@ -52,6 +52,15 @@ class RINGLOADER_EXPORT WorkerEndpoint {
   // Blocks until there is a batch to fill and its slot is free, then returns
   // it (slot taken). nullopt when the trainer shuts down or has died.
   std::optional<Task> next_task();
+  // From now on next_task() takes only the batches torch's DataLoader would
+  // deal this worker: those whose index in the epoch is worker_index modulo
+  // worker_count (round-robin from worker 0 at each epoch), so that a
+  // worker's random state sees torch's sequence of batches (seeding="torch").
+  // A dead worker's batch is still re-done by any worker. Throws
+  // std::invalid_argument unless worker_index < worker_count. Default: any
+  // batch (claimed by whichever worker is free). Not thread-safe: call it
+  // before next_task(), from the thread that calls that.
+  void deal_round_robin(int worker_count);
   // The slot's memory for `task`: slot_bytes() writable bytes.
   uint8_t* slot_data(const Task& task) const;
   uint64_t slot_bytes() const;

@@ -9,7 +9,7 @@
 namespace ringloader::ring {
 
 bool SlotProtocol::try_claim(Claim& claim,
-                             std::atomic<uint64_t>* intent) const {
+                             std::atomic<uint64_t>* intent, Deal deal) const {
   ClaimControl& claims = ring_.claims();
   uint64_t word = claims.claim.load(std::memory_order_acquire);
   for (;;) {
@@ -36,6 +36,7 @@ bool SlotProtocol::try_claim(Claim& claim,
       continue;
     }
     if (claimed >= count || !plan_in_bounds(candidate)) return false;
+    if (deal.count > 1 && claimed % deal.count != deal.index) return false;
     // Relaxed is enough: the CAS below releases it to whoever acquires the
     // claim word (the trainer, when it looks for a dead worker's batch).
     if (intent) intent->store(first + claimed, std::memory_order_relaxed);
@@ -46,6 +47,11 @@ bool SlotProtocol::try_claim(Claim& claim,
       candidate.batch_id = first + claimed;
       candidate.local_index = claimed;
       claim = candidate;
+      if (deal.count > 1) {
+        // Release: the claim word moved first, so a woken worker sees its turn.
+        claims.plan_signal.fetch_add(1, std::memory_order_release);
+        futex_wake_all(claims.plan_signal);
+      }
       return true;
     }
     // Lost: someone else took that id. An intent left naming it would hide

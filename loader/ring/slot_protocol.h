@@ -47,6 +47,12 @@ struct Claim {
   uint64_t order_table = 0;
 };
 
+// Which of a plan's batches a worker may claim (SlotProtocol::try_claim).
+struct ClaimDeal {
+  uint32_t index = 0;
+  uint32_t count = 0;  // 0 or 1: any batch
+};
+
 class SlotProtocol {
  public:
   explicit SlotProtocol(const Ring& ring) : ring_(ring) {}
@@ -62,8 +68,13 @@ class SlotProtocol {
   // Either. Takes the next batch of the current plan. False when the plan is used
   // up (wait on plan_signal, then try again). `intent`, when given, receives
   // the candidate id before the CAS that takes it (see WorkerControl).
+  // With `deal` (one of deal.count workers dealt batches round-robin, as
+  // torch's DataLoader deals them), only a batch whose index in the plan is
+  // deal.index modulo deal.count: false while the next one is another
+  // worker's. A dealt claim wakes the other workers: the turn is theirs.
+  using Deal = ClaimDeal;
   bool try_claim(Claim& claim,
-                 std::atomic<uint64_t>* intent = nullptr) const;
+                 std::atomic<uint64_t>* intent = nullptr, Deal deal = {}) const;
   // Worker. Takes a batch from the redo queue, if any live one is there, as a claim
   // of the current plan. Cancelled entries are dropped on the way.
   bool try_take_redo(Claim& claim, std::atomic<uint64_t>& intent) const;

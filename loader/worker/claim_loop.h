@@ -17,12 +17,15 @@ namespace ringloader::worker {
 // returns it; the worker's current_batch names it. nullopt once
 // keep_going() returns false (shutdown, trainer gone), or, before a claim
 // only, once the worker is retired (WorkerControl::retire): a batch once
-// claimed is always filled.
+// claimed is always filled. With `deal`, only this worker's turns of the
+// plan's batches (SlotProtocol::try_claim); a dead worker's batch is re-done
+// by any worker.
 template <typename KeepGoing>
 std::optional<ring::Claim> claim_next_batch(const ring::Ring& ring,
                                             const ring::SlotProtocol& protocol,
                                             ring::WorkerControl& control,
-                                            KeepGoing keep_going) {
+                                            KeepGoing keep_going,
+                                            ring::SlotProtocol::Deal deal = {}) {
   ring::ClaimControl& claims = ring.claims();
   constexpr int64_t kRecheckNs = 100'000'000;
   while (keep_going()) {
@@ -35,7 +38,7 @@ std::optional<ring::Claim> claim_next_batch(const ring::Ring& ring,
     // Re-done batches first: they are older than anything left to claim,
     // and the trainer waits for them in order.
     if (!protocol.try_take_redo(claim, control.current_batch) &&
-        !protocol.try_claim(claim, &control.current_batch)) {
+        !protocol.try_claim(claim, &control.current_batch, deal)) {
       control.current_batch.store(ring::kNoBatch, std::memory_order_release);
       ring::futex_wait(claims.plan_signal, signal, kRecheckNs);
       continue;

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "loader/ring/fault_point.h"
 #include "loader/ring/futex.h"
@@ -24,6 +26,7 @@ struct WorkerEndpoint::State {
   ring::WorkerControl* control = nullptr;
   int worker_index = 0;
   int parent_pid = 0;
+  ring::SlotProtocol::Deal deal;  // any batch, unless deal_round_robin
 
   bool keep_going() {
     control->heartbeat_ns.store(ring::monotonic_ns(), std::memory_order_relaxed);
@@ -51,10 +54,22 @@ WorkerEndpoint::WorkerEndpoint(int ring_fd, int worker_index, int parent_pid)
 
 WorkerEndpoint::~WorkerEndpoint() = default;
 
+void WorkerEndpoint::deal_round_robin(int worker_count) {
+  if (worker_count < 1 || state_->worker_index < 0 ||
+      state_->worker_index >= worker_count) {
+    throw std::invalid_argument(
+        "ringloader: worker " + std::to_string(state_->worker_index) +
+        " cannot be dealt batches round-robin among " + std::to_string(worker_count) +
+        " workers");
+  }
+  state_->deal.index = static_cast<uint32_t>(state_->worker_index);
+  state_->deal.count = static_cast<uint32_t>(worker_count);
+}
+
 std::optional<WorkerEndpoint::Task> WorkerEndpoint::next_task() {
   std::optional<ring::Claim> claim = worker::claim_next_batch(
       *state_->ring, *state_->protocol, *state_->control,
-      [this] { return state_->keep_going(); });
+      [this] { return state_->keep_going(); }, state_->deal);
   if (!claim) return std::nullopt;
   const auto& geometry = state_->ring->geometry();
   const uint64_t begin = claim->local_index * geometry.batch_size;

@@ -346,6 +346,7 @@ PYBIND11_MODULE(_ringloader, module) {
                                            static_cast<ssize_t>(endpoint.slot_bytes()),
                                            /*readonly=*/false);
       }, py::keep_alive<0, 1>())
+      .def("deal_round_robin", &WorkerEndpoint::deal_round_robin, py::arg("worker_count"))
       .def("publish", &WorkerEndpoint::publish)
       .def("fail", &WorkerEndpoint::fail)
       .def("heartbeat", &WorkerEndpoint::heartbeat, py::arg("sample") = -1)

@@ -9,7 +9,8 @@ from torch.utils.data._utils.collate import default_collate, default_convert
 
 from ._trainer import (arguments as _arguments, device as _device, in_process as _in_process,
                        iterable as _iterable, options as _options, reconfigure as _reconfigure,
-                       ring as _ring, stream as _stream)
+                       ring as _ring, seeding as _seeding, stream as _stream)
+from ._trainer.worker_batching import worker_batching as _worker_batching
 from ._ringloader import OptionError
 
 __all__ = ["DataLoader"]
@@ -56,7 +57,10 @@ class DataLoader(torch.utils.data.DataLoader):
       the workers); ringloader.datasets make whole batches and refuse it;
     * ``seed`` (ringloader's own) keys augmentation randomness per sample;
       by default it derives from ``generator`` or torch's initial seed (0
-      when sharded, so that every rank shares it).
+      when sharded, so that every rank shares it). ``seeding="torch"``
+      (Default: ``"ringloader"``) seeds Python workers as torch does
+      instead, batches dealt round-robin, for torch's numbers line for line
+      (``_trainer/seeding.py``, docs/drop_in.md).
     * a second ``iter(loader)`` starts a new epoch and supersedes the first
       iterator, which then raises ``ringloader.Error`` (with
       ``persistent_workers=True`` both are one object, as in torch).
@@ -144,7 +148,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  device=_options.default("device"), device_normalize=None,
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
-                 attach=None, in_order=True):
+                 attach=None, in_order=True, seeding="ringloader"):
         # Every argument: what _reconfigure.py builds the loader again from
         # when attributes set after construction ask for it.
         settings = {name: value for name, value in locals().items() if name != "self"}
@@ -186,6 +190,7 @@ class DataLoader(torch.utils.data.DataLoader):
         (_arguments.resolve)."""
         s = settings
         dataset, num_workers = s["dataset"], s["num_workers"]
+        _seeding.check(s.get("seeding", "ringloader"), s["seed"])
         args = _arguments.resolve(
             dataset, batch_size=s["batch_size"], shuffle=s["shuffle"], sampler=s["sampler"],
             batch_sampler=s["batch_sampler"], num_workers=num_workers,
@@ -194,7 +199,10 @@ class DataLoader(torch.utils.data.DataLoader):
             multiprocessing_context=s["multiprocessing_context"], generator=s["generator"],
             prefetch_factor=s["prefetch_factor"], seed=s["seed"], on_error=s["on_error"],
             distributed=s["distributed"], rank=s["rank"], world_size=s["world_size"],
-            native=s["native"], batch_capacity=s.get("batch_capacity"))
+            native=_seeding.native_allowed(s.get("seeding", "ringloader"), s["native"]),
+            batch_capacity=s.get("batch_capacity"))
+        _seeding.check_source(s.get("seeding", "ringloader"),
+                              _arguments.decoded_in_cpp(args.source))
         # What the ring's plan cuts: the batch sampler's batches, or one
         # sample each when unbatched (batch_size=None); the sampler whose
         # order it plans (torch's: batch_sampler.sampler).
@@ -215,7 +223,7 @@ class DataLoader(torch.utils.data.DataLoader):
                 args.order, dataset, options, s["worker_init_fn"], self.seed,
                 s["max_pickled_bytes"], to_device,
                 _worker_batching(args, collate_fn, s["max_batch_bytes"]),
-                reuse=self.__dict__.get("_backend"))
+                reuse=self.__dict__.get("_backend"), seeding=s.get("seeding", "ringloader"))
         else:
             self._backend = _in_process.InProcessBackend(args.order)
         return args
@@ -225,6 +233,8 @@ class DataLoader(torch.utils.data.DataLoader):
         each run the dataset's iterator into the ring (_iterable.py)."""
         s = settings
         batch_size, drop_last, num_workers = s["batch_size"], s["drop_last"], s["num_workers"]
+        # Iterable workers are always seeded as torch's (_iterable_worker).
+        _seeding.check(s["seeding"], None)
         _iterable.check_arguments(s["shuffle"], s["sampler"], s["batch_sampler"],
                                   batch_size, drop_last)
         self.dataset, self.num_workers, self.timeout = s["dataset"], num_workers, s["timeout"]
@@ -467,39 +477,3 @@ def _sampler_len(sampler):
     except TypeError:
         warnings.warn("ringloader: sampler has no len(); assuming dataset size")
         return 0
-
-
-def _worker_batching(args, collate_fn, max_batch_bytes):
-    """How Python workers make batches (_worker._BatchFiller): the default
-    collate's batches are laid out per sample and collated here as views
-    (fastest, and it falls back to collating in the worker for samples that
-    outgrow sample 0's layout); a custom collate_fn runs in the workers, as
-    torch's does; unbatched samples go through collate_fn there too. A
-    collate_fn that cannot be pickled (torch's forked workers never pickle
-    it) runs here instead, said once."""
-    if int(max_batch_bytes) < 1:
-        raise OptionError(f"ringloader: max_batch_bytes must be >= 1, got {max_batch_bytes}")
-    batching = {"max_batch_bytes": int(max_batch_bytes), "collate_in_trainer": False}
-    if collate_fn is default_collate and not args.unbatched:
-        collate_fn = None  # the fused default collate
-    elif not _picklable(collate_fn):
-        if args.unbatched:
-            raise OptionError("ringloader: batch_size=None runs collate_fn in the "
-                              f"workers, and {collate_fn!r} cannot be pickled")
-        warnings.warn(f"ringloader: collate_fn {collate_fn!r} cannot be pickled, so it "
-                      "runs in the trainer, not in the workers as with torch")
-        return dict(batching, mode="structured", collate_fn=None, collate_in_trainer=True)
-    if args.unbatched:
-        return dict(batching, mode="unbatched", collate_fn=collate_fn)
-    if collate_fn is None:
-        return dict(batching, mode="structured", collate_fn=None)
-    return dict(batching, mode="collate", collate_fn=collate_fn)
-
-
-def _picklable(function):
-    import cloudpickle
-    try:
-        cloudpickle.dumps(function)
-    except Exception:  # noqa: BLE001  (any pickling failure)
-        return False
-    return True

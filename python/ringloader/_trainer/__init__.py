@@ -11,6 +11,8 @@ the Python workers' loader server.
   ring for map-style and iterable datasets.
 - ``state``, ``reconfigure``: state_dict and attributes set after
   construction.
+- ``seeding``, ``worker_batching``: how Python workers are seeded
+  (``seeding=``) and make batches (collate_fn).
 - ``distributed``, ``device``: rank, world size and the target device.
 - ``python_workers``, ``fork_threads``: starting the zygote the Python
   workers are forked from (``ringloader._workers``).

@@ -41,8 +41,9 @@ class Order:
 def draw_base_seed(generator):
     """Draws from the RNG exactly as torch's iterator does at iter() (its
     workers' base seed, drawn for num_workers=0 too), so the sampler's
-    draw and code after the loop see the same random state as torch's."""
-    torch.empty((), dtype=torch.int64).random_(generator=generator)
+    draw and code after the loop see the same random state as torch's.
+    Returns it (seeding="torch" seeds the workers from it)."""
+    return torch.empty((), dtype=torch.int64).random_(generator=generator).item()
 
 
 class Backend:

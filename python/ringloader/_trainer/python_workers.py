@@ -285,25 +285,42 @@ class PythonWorkers:
     ("structured", "collate" or "unbatched"), "collate_fn" (the workers'
     own; None for structured), "padded" (a custom batch sampler's short
     batches are padded with the index len(dataset)) and "max_batch_bytes"
-    (the encoded part of each slot: virtual, committed as written)."""
+    (the encoded part of each slot: virtual, committed as written).
+
+    `seeding` "torch" (_seeding.py): no workers until restart() gives them
+    the base seed of an iterator."""
 
     # The zygote its servers come from: None for the trainer's (_Zygote).
     zygote = None
 
-    def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching):
-        self.options = options
+    def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching,
+                 seeding="ringloader"):
+        self.options, self.seeding = options, seeding
         self.max_pickled_bytes = max_pickled_bytes
         self.batching = batching
         self.extra = {"worker_init_fn": worker_init_fn, "seed": seed,
                       "num_workers": options["num_workers"],
                       "batch_size": options["batch_size"],
                       "batch_mode": batching["mode"], "collate_fn": batching["collate_fn"],
-                      "collate_in_trainer": batching["collate_in_trainer"]}
+                      "collate_in_trainer": batching["collate_in_trainer"],
+                      "seeding": seeding}
         self.iterated = False
         self.native = self.batch_structure = self.records = None
         self.encoded_start = 0
+        self.payload = self._pickle(dataset)  # refused here, as at construction
+        if seeding != "torch":
+            self._start(dataset)
+
+    def restart(self, dataset, base_seed):
+        """seeding="torch": new workers, as torch starts for an iterator,
+        seeded base_seed + worker id (_workers/worker.py). Returns
+        (native, batch_structure)."""
+        self.iterated = True
+        self.native = self.batch_structure = None  # old workers shut down first
+        self.extra["seed"] = int(base_seed)
         self.payload = self._pickle(dataset)
         self._start(dataset)
+        return self.native, self.batch_structure
 
     def refresh(self, dataset):
         """Before an epoch: workers with the dataset as it is now, as torch's

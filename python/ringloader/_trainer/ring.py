@@ -24,15 +24,17 @@ class RingBackend(Backend):
 
     def iterate(self, loader):
         epoch, resume = self._next_epoch()
-        native = self._native_for_epoch(loader, resume)
-        batch_lengths = None
-        # torch draws its workers' base seed when it makes an iterator; a
-        # persistent one is made once and then reset (no draw), which
-        # shifts a generator's later draws (the sampler's order).
+        # torch draws its workers' base seed when it makes an iterator,
+        # before its workers start; a persistent one is made once and then
+        # reset (no draw), which shifts a generator's later draws (the
+        # sampler's order).
         new_iterator = not (loader.persistent_workers and self._iterator is not None)
+        base_seed = None
+        if resume is None and new_iterator:
+            base_seed = draw_base_seed(loader.generator)
+        native = self._native_for_epoch(loader, resume, base_seed)
+        batch_lengths = None
         if resume is None:
-            if new_iterator:
-                draw_base_seed(loader.generator)
             if self.order.custom_batches and not self.order.streamed:
                 order, batch_lengths = _batches.padded_order(
                     loader._index_batches, loader._slot_batch_size, self.padding_index(loader))
@@ -60,7 +62,10 @@ class RingBackend(Backend):
         self._iterator.restart(native, stream, batch_lengths, done)
         return self._iterator
 
-    def _native_for_epoch(self, loader, resume):
+    def _native_for_epoch(self, loader, resume, base_seed):
+        """The native loader of the epoch iter() starts; `base_seed`: the
+        one drawn as torch draws its workers' (None when no iterator is
+        made: persistent workers, or a loaded state's epoch)."""
         return self.native
 
     def padding_index(self, loader):
@@ -103,7 +108,7 @@ class CppWorkersBackend(RingBackend):
     def native(self):
         return self._native
 
-    def _native_for_epoch(self, loader, resume):
+    def _native_for_epoch(self, loader, resume, base_seed):
         if hasattr(self._converted, "warn_if_changed"):
             self._converted.warn_if_changed()
         return self._native
@@ -120,10 +125,11 @@ class PythonWorkersBackend(RingBackend):
     """A Python dataset with workers: a loader server forked from the zygote
     and its native loader (_python_workers.py). Without persistent workers,
     each iter() restarts them if the dataset changed, as torch's re-created
-    workers see it."""
+    workers see it. With seeding="torch" workers start at iter(), seeded
+    from the base seed drawn there (_seeding.py)."""
 
     def __init__(self, order, dataset, options, worker_init_fn, seed, max_pickled_bytes,
-                 to_device, batching, reuse=None):
+                 to_device, batching, reuse=None, seeding="ringloader"):
         super().__init__(order)
         self._to_device = to_device
         # Workers planned by a sampler's order are ready for a custom batch
@@ -134,7 +140,7 @@ class PythonWorkersBackend(RingBackend):
         self._config = {"dataset": dataset, "options": dict(options),
                         "worker_init_fn": worker_init_fn, "seed": seed,
                         "max_pickled_bytes": max_pickled_bytes, "to_device": to_device,
-                        "batching": batching}
+                        "batching": batching, "seeding": seeding}
         if isinstance(reuse, PythonWorkersBackend) and reuse._reusable(
                 self._config, order.custom_batches):
             # The same workers, planned anew: the old backend's iterators
@@ -143,7 +149,7 @@ class PythonWorkersBackend(RingBackend):
             self._workers = reuse._workers
             return
         self._workers = _python_workers.PythonWorkers(
-            dataset, options, worker_init_fn, seed, max_pickled_bytes, batching)
+            dataset, options, worker_init_fn, seed, max_pickled_bytes, batching, seeding)
 
     def _reusable(self, config, custom_batches):
         """These workers serve `config` (attributes set after construction
@@ -184,7 +190,15 @@ class PythonWorkersBackend(RingBackend):
         in a slot (_batch_structure.py)."""
         return self._workers.batch_structure
 
-    def _native_for_epoch(self, loader, resume):
+    def _native_for_epoch(self, loader, resume, base_seed):
+        if self._workers.seeding == "torch":
+            # Fresh workers wherever torch makes them, seeded from this
+            # iterator's base seed (a resumed epoch draws one now).
+            if base_seed is None and self._workers.native is None:
+                base_seed = draw_base_seed(loader.generator)
+            if base_seed is not None:
+                self._workers.restart(loader.dataset, base_seed)
+            return self._workers.native
         if resume is None and (not loader.persistent_workers or not self._workers.iterated):
             # torch's workers start at iter() (each epoch unless persistent)
             # and see the dataset as it is then.

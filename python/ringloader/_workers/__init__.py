@@ -7,6 +7,7 @@ the workers the server forks from itself with the dataset already loaded.
 - ``stub_gate``: both ends of the stub <-> server handshake (peer checks).
 - ``worker_stub``: the process the WorkerPool spawns (``python -S`` by path).
 - ``worker``: a map-style worker, batches into ring slots.
+- ``torch_seeding``: a worker seeded as torch's (``seeding="torch"``).
 - ``iterable_worker``: an IterableDataset worker, chunks into ring slots.
 
 May import: the standard library, numpy, torch, ``ringloader._ringloader``,

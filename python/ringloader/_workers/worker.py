@@ -86,7 +86,9 @@ class _BatchFiller:
         self.collate_in_trainer = config.get("collate_in_trainer", False)
         self.start = _codec.encoded_start(structure.sample_bytes * config["batch_size"])
         self.writer = BatchWriter(structure, config["batch_size"])
-        self.seed_sample = _Seeder(config["seed"])
+        # seeding="torch": the worker was seeded once, as torch's (serve).
+        self.seed_sample = (_Seeder(config["seed"]) if config.get("seeding") != "torch"
+                            else lambda epoch, index: None)
         self.heartbeat = endpoint.heartbeat
         self.rows = rows_of(dataset, structure) if self.mode == "structured" else None
         self.current = None  # the sample being made (named by a failure)
@@ -159,6 +161,10 @@ def serve(index, server_pid, config, ring_fd):
     torch.set_num_threads(1)
     from ringloader import _ringloader
     dataset = config["dataset"]
+    torch_seeding = config.get("seeding") == "torch"
+    if torch_seeding:  # torch's _worker_loop, before its WorkerInfo
+        from ringloader._workers.torch_seeding import seed_worker
+        seed_worker(config["seed"], index)
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
         id=index, num_workers=config["num_workers"], seed=config["seed"] + index,
@@ -166,6 +172,9 @@ def serve(index, server_pid, config, ring_fd):
     if config.get("worker_init_fn") is not None:
         config["worker_init_fn"](index)
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
+    if torch_seeding:
+        # Batch k of an epoch is worker k % num_workers's, as torch deals them.
+        endpoint.deal_round_robin(config["num_workers"])
     filler = _BatchFiller(config, dataset, endpoint)
     while True:
         task = endpoint.next_task()

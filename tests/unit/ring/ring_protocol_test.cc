@@ -67,6 +67,32 @@ TEST(SlotProtocol, ClaimsFollowPlansAndStopAtTheirEnd) {
   EXPECT_FALSE(protocol.cancelled(4));
 }
 
+// seeding="torch": each of 2 workers takes only its turns of the epoch's
+// batches, from worker 0 again at each plan, as torch deals them.
+TEST(SlotProtocol, DealtClaimsTakeTurnsFromWorkerZeroAtEachPlan) {
+  auto ring = Ring::create(small_geometry(2));
+  SlotProtocol protocol(*ring);
+  const SlotProtocol::Deal first{0, 2}, second{1, 2};
+  Claim claim;
+  EXPECT_EQ(protocol.publish_plan(0, 3, 12, 0), 0u);
+  EXPECT_FALSE(protocol.try_claim(claim, nullptr, second));  // batch 0 is worker 0's
+  ASSERT_TRUE(protocol.try_claim(claim, nullptr, first));
+  EXPECT_EQ(claim.local_index, 0u);
+  uint32_t signal = ring->claims().plan_signal.load();
+  EXPECT_FALSE(protocol.try_claim(claim, nullptr, first));
+  ASSERT_TRUE(protocol.try_claim(claim, nullptr, second));
+  EXPECT_EQ(claim.local_index, 1u);
+  EXPECT_NE(ring->claims().plan_signal.load(), signal);  // worker 0 was woken
+  ASSERT_TRUE(protocol.try_claim(claim, nullptr, first));
+  EXPECT_EQ(claim.local_index, 2u);
+  // 3 batches: the next epoch starts with worker 0 again, not worker 1.
+  EXPECT_EQ(protocol.publish_plan(1, 3, 12, 1), 3u);
+  EXPECT_FALSE(protocol.try_claim(claim, nullptr, second));
+  ASSERT_TRUE(protocol.try_claim(claim, nullptr, first));
+  EXPECT_EQ(claim.batch_id, 3u);
+  EXPECT_EQ(claim.local_index, 0u);
+}
+
 TEST(SlotProtocol, AnExtendedPlanGoesOnWithoutCancellingItsClaims) {
   auto ring = Ring::create(small_geometry(2));
   SlotProtocol protocol(*ring);
