@@ -83,7 +83,11 @@ print(epochs)
 """
 
 
-def test_no_epoch_imports_the_trainers_modules_again(tmp_path):
+@pytest.mark.parametrize("zygote", ["fork", "spawn"])
+def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
+    # fork: the loader's zygote is a fork of the trainer, with its modules;
+    # spawn (the trainer cannot be forked): the trainer's zygote forks the
+    # loader's, which imports them once, unpickling the dataset.
     (tmp_path / "streamlib.py").write_text(textwrap.dedent(STREAMLIB))
     (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
     log = tmp_path / "imports.log"
@@ -92,23 +96,25 @@ def test_no_epoch_imports_the_trainers_modules_again(tmp_path):
     env = dict(os.environ, IMPORT_LOG=str(log),
                PYTHONPATH=os.pathsep.join([str(tmp_path), *paths]))
     env.pop("RINGLOADER_ZYGOTE", None)
+    if zygote == "spawn":
+        env["RINGLOADER_ZYGOTE"] = "spawn"
     done = subprocess.run([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()[-2:]
-    trainer, zygote = first.split()
-    # Imported by the trainer alone: each server used to import it again
-    # while it unpickled the dataset (a second a worker for `datasets`).
-    assert log.read_text().split() == [trainer]
-    trainer, zygote = int(trainer), int(zygote)
+    trainer, own = first.split()
+    # Each server used to import it again while it unpickled the dataset
+    # (a second or more a worker and epoch for `datasets`).
+    assert log.read_text().split() == ([trainer] if zygote == "fork" else [trainer, own])
+    trainer, own = int(trainer), int(own)
     epochs = eval(second)  # noqa: S307  (our own script's printout)
     servers = set()
     for samples in epochs:
         assert [worker for worker, _, _ in samples] == [0, 1]
-        assert {parent for _, _, parent in samples} == {zygote}
+        assert {parent for _, _, parent in samples} == {own}
         servers.update(server for _, server, _ in samples)
     assert len(servers) == 4  # new servers (fresh copies) every epoch
-    assert zygote != trainer
+    assert own != trainer
 
 
 def test_the_loaders_zygote_ends_with_the_loader():
@@ -123,14 +129,24 @@ def test_the_loaders_zygote_ends_with_the_loader():
         os.kill(pid, 0)
 
 
-def test_where_the_trainer_cannot_be_forked_its_zygote_serves(monkeypatch):
+def test_where_the_trainer_cannot_be_forked_its_zygote_forks_the_loaders(monkeypatch):
     monkeypatch.setattr(_python_workers, "_fork_is_safe", lambda: False)
     def loader(loader_class):
         return loader_class(Counting(9), batch_size=3, num_workers=2,
                             generator=torch.Generator().manual_seed(3))
     ours = loader(ringloader.DataLoader)
-    assert ours._backend._zygote.pid is None
+    assert ours._backend._zygote.pid is None  # none until iter() has a dataset to warm it
     assert_same(_epochs(ours, 2), _epochs(loader(TorchDataLoader), 2))
+    own = ours._backend._zygote.pid
+    with open(f"/proc/{own}/status") as status:
+        parent = int(status.read().split("PPid:")[1].split()[0])
+    assert parent == _python_workers._zygote_process.pid
+    del ours
+    gc.collect()
+    deadline = time.monotonic() + 10  # killed; reaped by the trainer's zygote
+    while os.path.exists(f"/proc/{own}") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(f"/proc/{own}")
 
 
 class Counting(IterableDataset):

@@ -125,6 +125,7 @@ class _StreamWorker(_python_workers.PythonWorkers):
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
         self.zygote, self._dataset = zygote, dataset
+        self._loader_zygote = None  # PythonWorkers' own: `zygote` is this one's
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
@@ -204,7 +205,6 @@ class IterableBackend:
         collate = loader.collate_fn
         if collate is None:
             collate = default_collate if loader.batch_size is not None else default_convert
-        zygote = self._zygote.get()
         workers = [_StreamWorker(loader.dataset, self._options, {
             "worker_id": worker_id, "num_workers": loader.num_workers,
             "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
@@ -212,7 +212,10 @@ class IterableBackend:
             "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
             "stateful": _stateful(loader.dataset),
             "resume": None if resume is None else resume["worker_states"][worker_id]},
-            zygote) for worker_id in range(loader.num_workers)]
+            None) for worker_id in range(loader.num_workers)]
+        zygote = self._zygote.get(workers[0].payload if workers else None)
+        for worker in workers:
+            worker.zygote = zygote
         _warm_zygote.start_all([worker.start for worker in workers])
         return workers
 

@@ -14,19 +14,30 @@ trainer when it is built, if that is safe then (one thread, CUDA
 untouched, a small heap: _python_workers._fork_is_safe, the rule the
 trainer's zygote follows), and again at a later ``iter()`` if it was not.
 It holds every module the trainer had imported, and forks that loader's
-servers for as long as the loader lives. Each epoch's servers still
-unpickle the dataset as it is at that ``iter()``: a fresh copy for every
-worker, as torch's re-created workers get. Where no fork is safe, the
-trainer's zygote serves, as before.
+servers for as long as the loader lives. Where the trainer cannot be
+forked at ``iter()`` (pyarrow's and tqdm's threads, CUDA), the trainer's
+zygote forks the loader's one instead, which unpickles the dataset once to
+import what it needs (_workers/loader_zygote.py). Each epoch's servers
+still unpickle the dataset as it is at that ``iter()``: a fresh copy for
+every worker, as torch's re-created workers get.
 
 The workers of one ``iter()`` start side by side (start_all): each waits
 on its own server, so N workers take the time of one.
 """
 import atexit
+import os
+import pickle
+import select
+import signal
+import socket
+import struct
+import sys
 import threading
 import weakref
 
 from ringloader._trainer import python_workers as _python_workers
+from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import zygote as _zygote
 
 
 class LoaderZygote:
@@ -36,9 +47,10 @@ class LoaderZygote:
         self._zygote = None
         self._finalizer = None
 
-    def get(self):
-        """The live zygote, forked now if there is none and the trainer may
-        be forked now; else None (the trainer's zygote serves)."""
+    def get(self, payload=None):
+        """The live zygote, or a new one: a fork of the trainer if that is
+        safe now, else (given a `payload` to warm it with) one the trainer's
+        zygote forks; else None (the trainer's zygote serves)."""
         zygote = self._zygote
         if zygote is not None and zygote.alive():
             return zygote
@@ -46,7 +58,12 @@ class LoaderZygote:
         try:
             zygote = _python_workers._Zygote(fork_only=True)
         except (_python_workers.NotNow, OSError):
-            return None
+            if payload is None:
+                return None
+            try:
+                zygote = _ChildZygote(payload)
+            except (OSError, EOFError, _python_workers.WorkerError):
+                return None
         self._zygote = zygote
         self._finalizer = weakref.finalize(self, _end, zygote)
         return zygote
@@ -63,10 +80,69 @@ class LoaderZygote:
         self._zygote = self._finalizer = None
 
 
+class _ChildZygote(_python_workers._Zygote):
+    """A loader's zygote forked by the trainer's (_workers/loader_zygote.py),
+    held by a pidfd (it is not the trainer's child), warmed with `payload`:
+    it unpickles it once before it serves."""
+
+    def __init__(self, payload):  # noqa: D107 (no super().__init__: it forks nothing)
+        self.owner, self.ready, self.process = os.getpid(), False, None
+        self.lock, self._pidfd = threading.Lock(), None
+        parent = _python_workers._zygote_for_use()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.control, self.pid = ours, None
+        try:
+            with _python_workers._lock:
+                if not parent.ready:
+                    if parent._wait(parent.control, _python_workers._timeout_s(),
+                                    "the zygote to be ready") != b"R":
+                        raise EOFError("zygote failed to start")
+                    parent.ready = True
+                socket.send_fds(parent.control, [b"Z"], [theirs.fileno()])
+            theirs.close()
+            ours.settimeout(_python_workers._timeout_s())
+            (self.pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))
+            self._hold(parent.pid or parent.process.pid)
+            header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
+                      "environ": dict(os.environ)}
+            _zygote.send_frame(ours, pickle.dumps(header))
+            _zygote.send_frame(ours, payload)
+            ours.settimeout(None)
+        except BaseException:
+            theirs.close()
+            self.kill()
+            raise
+
+    def _hold(self, parent_pid):
+        """A pidfd on it, taken while it is known to be the zygote's child."""
+        pidfd = os.pidfd_open(self.pid)
+        if _stub_gate.parent_of(self.pid) != parent_pid:
+            os.close(pidfd)
+            raise EOFError(f"the loader's zygote (pid {self.pid}) is gone")
+        self._pidfd = pidfd
+
+    def alive(self):
+        if self.owner != os.getpid() or self._pidfd is None:
+            return False
+        return not select.select([self._pidfd], [], [], 0)[0]  # readable: ended
+
+    def kill(self):
+        if self._pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                select.select([self._pidfd], [], [], 1.0)  # readable: it ended
+            except ProcessLookupError:
+                pass
+            os.close(self._pidfd)
+            self._pidfd = None
+        self.control.close()
+        self.owner = -1
+
+
 def _end(zygote):
     """Kills and reaps it (the servers it forked live on: each ends with its
     own loader's socket)."""
-    if zygote.alive():
+    if isinstance(zygote, _ChildZygote) or zygote.alive():  # a reaped pid: not again
         zygote.kill()
     atexit.unregister(zygote.control.close)
     zygote.control.close()

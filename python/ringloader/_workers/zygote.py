@@ -187,6 +187,10 @@ def _serve(control):
         if not message or not fds:
             _close_fds(fds)
             return
+        if message == b"Z":  # a loader's own zygote
+            from ringloader._workers import loader_zygote
+            loader_zygote.fork(control, fds)
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -205,6 +209,15 @@ def _serve(control):
                 sys.stderr.flush()
                 os._exit(code)
         _close_fds(fds)
+
+
+def apply_header(header):
+    """The trainer's sys.path, working directory and environment, as a
+    server's unpickling needs them."""
+    sys.path[:] = header["sys_path"] + [p for p in sys.path if p not in header["sys_path"]]
+    os.chdir(header["cwd"])
+    os.environ.clear()
+    os.environ.update(header["environ"])
 
 
 class LoaderServer:
@@ -262,11 +275,7 @@ class LoaderServer:
         trainer, as torch never calls __getitem__ there with workers)."""
         try:
             header = pickle.loads(recv_frame(self.trainer))
-            sys.path[:] = header["sys_path"] + [p for p in sys.path
-                                                if p not in header["sys_path"]]
-            os.chdir(header["cwd"])
-            os.environ.clear()
-            os.environ.update(header["environ"])
+            apply_header(header)
             payload = recv_frame(self.trainer)
             self.trainer_pid = header["parent_pid"]
             self.token = header["stub_token"]
