@@ -16,6 +16,7 @@
 #include "transforms/op_params.h"
 #include "transforms/random_containers.h"
 #include "transforms/random_erasing.h"
+#include "transforms/resize_keep_ratio.h"
 #include "transforms/tensor_stage.h"
 #include "transforms/timm_augment.h"
 
@@ -163,6 +164,7 @@ const std::map<std::string, ImageOpFactory>& image_op_factories() {
       {"RandAugment", augment_factory(AugmentFamily::kRandAugment)},
       {"TrivialAugmentWide", augment_factory(AugmentFamily::kTrivialAugmentWide)},
       {"AugMix", augment_factory(AugmentFamily::kAugMix)},
+      {"ResizeKeepRatio", [](OpParams& p) { return make_resize_keep_ratio(p); }},
       {"TimmRandAugment", [](OpParams& p) { return make_timm_augment(timm_augment_params(p)); }},
       {"RandomApply", container_op},
       {"RandomChoice", container_op},

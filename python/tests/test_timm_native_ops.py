@@ -87,3 +87,16 @@ def test_random_per_channel_erasing_fills_one_value_per_channel():
         values.append(out[:, mask][:, 0])
     values = np.array(values)
     assert abs(values.mean()) < 0.3 and 0.7 < values.std() < 1.3  # standard normals
+
+
+@pytest.mark.parametrize("longest,expected", [(0.0, (20, 33)), (1.0, (14, 24)),
+                                              (0.5, (17, 28))])
+def test_resize_keep_ratio_sizes_and_pixels(longest, expected):
+    """ratio = max(30/20, 50/24) * longest + min(...) * (1 - longest); each
+    side round(side / ratio), resized with PIL's filter."""
+    image = photo(30, 50)
+    op = rt.ResizeKeepRatio((20, 24), longest=longest, interpolation="bicubic")
+    out = rt.apply(rt.Compose([op, rt.PILToTensor()]), png(image)).numpy().astype(np.int32)
+    assert out.shape == (3, *expected)
+    ref = np.asarray(image.resize(expected[::-1], Image.Resampling.BICUBIC)).astype(np.int32)
+    assert np.abs(out.transpose(1, 2, 0) - ref).max() <= 1

@@ -7,6 +7,7 @@ name, their attributes read as timm's own forward passes read them.
 
 - ``RandomResizedCropAndInterpolation`` -> ``RandomResizedCrop`` (its
   ``interpolation='random'``: bilinear or bicubic drawn per sample);
+- ``ResizeKeepRatio`` -> ``ResizeKeepRatio`` (transforms/resize_keep_ratio.h);
 - ``RandAugment`` built by ``rand_augment_transform`` (``rand-m9-n2-inc1``,
   ``mstd``, ``mmax``, ``p``, ``inc``) -> ``TimmRandAugment``
   (transforms/timm_augment.h): timm's ops, noise, levels, fill and filters;
@@ -18,7 +19,7 @@ name, their attributes read as timm's own forward passes read them.
   timm's ``ToTensor`` (no scaling) -> ``PILToTensor`` + ``ToDtype(float32)``.
 
 Anything else of timm's (AutoAugment, AugMix, weighted RandAugment,
-ResizeKeepRatio, CenterCropOrPad, ...) stays in Python workers, with a
+CenterCropOrPad, RandomCropOrPad, ...) stays in Python workers, with a
 message naming it. ``transforms._register`` runs the rewrite first, before
 v2's.
 """
@@ -93,6 +94,39 @@ class TimmRandAugment(_t._Op):
                 "interpolation": self.interpolation, "fill": self.fill}
 
 
+def _rkr_default(param):
+    return _t._default("ResizeKeepRatio", param)
+
+
+class ResizeKeepRatio(_t._Op):
+    """timm's ResizeKeepRatio, with timm's parameters."""
+    name = "ResizeKeepRatio"
+
+    def __init__(self, size, longest=_rkr_default("longest"),
+                 interpolation=_rkr_default("interpolation"),
+                 random_scale_prob=_rkr_default("random_scale_prob"),
+                 random_scale_range=_rkr_default("random_scale_range"),
+                 random_scale_area=_rkr_default("random_scale_area"),
+                 random_aspect_prob=_rkr_default("random_aspect_prob"),
+                 random_aspect_range=_rkr_default("random_aspect_range")):
+        self.size = _t._size_list(size, self.name)
+        self.longest = float(longest)
+        self.interpolation = _t._choice(self.name, "interpolation", interpolation)
+        self.random_scale_prob = float(random_scale_prob)
+        self.random_scale_range = [float(v) for v in random_scale_range]
+        self.random_scale_area = bool(random_scale_area)
+        self.random_aspect_prob = float(random_aspect_prob)
+        self.random_aspect_range = [float(v) for v in random_aspect_range]
+
+    def params(self):
+        return {"size": self.size, "longest": self.longest, "interpolation": self.interpolation,
+                "random_scale_prob": self.random_scale_prob,
+                "random_scale_range": self.random_scale_range,
+                "random_scale_area": self.random_scale_area,
+                "random_aspect_prob": self.random_aspect_prob,
+                "random_aspect_range": self.random_aspect_range}
+
+
 # --- timm op -> native op -----------------------------------------------------
 
 def _mode_name(mode):
@@ -118,6 +152,12 @@ def _interpolation(op, modes):
 def _random_resized_crop(op):
     size = list(op.size)
     return _t.RandomResizedCrop(size, op.scale, op.ratio, _interpolation(op, op.interpolation))
+
+
+def _resize_keep_ratio(op):
+    return ResizeKeepRatio(list(op.size), op.longest, _interpolation(op, op.interpolation),
+                           op.random_scale_prob, op.random_scale_range, op.random_scale_area,
+                           op.random_aspect_prob, op.random_aspect_range)
 
 
 def _augment_hparams(op, first):
@@ -169,6 +209,7 @@ def _unscaled_to_tensor(op):
 
 _CONVERTERS = {
     "timm.data.transforms.RandomResizedCropAndInterpolation": _random_resized_crop,
+    "timm.data.transforms.ResizeKeepRatio": _resize_keep_ratio,
     "timm.data.auto_augment.RandAugment": _rand_augment,
     "timm.data.random_erasing.RandomErasing": _random_erasing,
     "timm.data.transforms.MaybeToTensor": lambda op: _t.ToTensor(),
@@ -242,4 +283,4 @@ def is_fast_collate(collate):
             and getattr(collate, "__qualname__", "") == "fast_collate")
 
 
-_t._register({}, [TimmRandAugment], rewrite, first=True)
+_t._register({}, [TimmRandAugment, ResizeKeepRatio], rewrite, first=True)
