@@ -17,6 +17,20 @@ times one epoch of each loader in turn; medians of the rounds.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/recipes.py --corpus DIR [--rounds 3]
 
+timm rows (--timm, in a Python with timm): timm.data.create_loader as
+train.py builds it (interpolation 'random', re_prob 0.25, re_mode 'pixel'),
+training configs rand-m9-n2-inc1 and rand-m9-mstd0.5-inc1, with and without
+its prefetcher (on the CPU: device='cpu'), over timm's own ImageDataset,
+each loader iterated alone: create_loader on torch's DataLoader against
+create_loader on ringloader.DataLoader (put in torch.utils.data's place, as
+`python -m ringloader` does). With mstd, timm's posterize can be asked for 0
+bits, which Pillow 13 refuses (ValueError in a worker): for torch's side the
+bench gives timm's posterize Pillow 12's answer (a black image), which is
+what the native op does.
+
+    PYTHON=/root/.cache/ringloader/venv-clients-py312/bin/python
+    $PYTHON bench/recipes.py --corpus DIR --timm [--rows timm-ra-n2,timm-ra-mstd-prefetch]
+
 Make the corpus with bench/make_photo_folder.py DIR --preset imagenet.
 """
 import argparse
@@ -75,6 +89,58 @@ def rows():
     return out
 
 
+TIMM_CONFIGS = {"timm-ra-n2": "rand-m9-n2-inc1", "timm-ra-mstd": "rand-m9-mstd0.5-inc1"}
+
+
+def pillow12_posterize():
+    """timm's posterize with Pillow 12's answer for 0 bits (see the doc)."""
+    from PIL import Image
+    from timm.data import auto_augment as taa
+    original = taa.posterize
+
+    def posterize(img, bits_to_keep, **kwargs):
+        if bits_to_keep <= 0:
+            return Image.new(img.mode, img.size)
+        return original(img, bits_to_keep, **kwargs)
+    for name in ("Posterize", "PosterizeIncreasing", "PosterizeOriginal"):
+        taa.NAME_TO_OP[name] = posterize
+
+
+def timm_loader(corpus, config, prefetcher, loader_class, args):
+    """create_loader as timm's train.py calls it, on `loader_class`."""
+    import torch
+    import timm.data
+    dataset = timm.data.create_dataset("", root=corpus, split="train", is_training=True)
+    saved, torch.utils.data.DataLoader = torch.utils.data.DataLoader, loader_class
+    try:
+        return timm.data.create_loader(
+            dataset, input_size=(3, 224, 224), batch_size=args.batch_size, is_training=True,
+            use_prefetcher=prefetcher, auto_augment=config, re_prob=0.25, re_mode="pixel",
+            interpolation="random", num_workers=args.workers, device=torch.device("cpu"),
+            persistent_workers=True)
+    finally:
+        torch.utils.data.DataLoader = saved
+
+
+def timm_rows(corpus, args):
+    import torch
+    import ringloader
+    pillow12_posterize()
+    out = {}
+    for name, config in TIMM_CONFIGS.items():
+        for prefetcher in (False, True):
+            row = name + ("-prefetch" if prefetcher else "")
+            if args.rows and row not in args.rows.split(","):
+                continue
+            ours = timm_loader(corpus, config, prefetcher, ringloader.DataLoader, args)
+            native = getattr(getattr(ours, "loader", ours), "_converted", None)
+            out[row] = {"torch": timm_loader(corpus, config, prefetcher,
+                                             torch.utils.data.DataLoader, args),
+                        "ringloader": ours,
+                        "path": "native" if native else "Python workers"}
+    return out
+
+
 def timed(loader):
     count, start = 0, time.perf_counter()
     for images, _labels in loader:
@@ -90,6 +156,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rows", default="", help="comma-separated subset of the rows")
+    parser.add_argument("--timm", action="store_true", help="timm's create_loader rows only")
     args = parser.parse_args()
     import torch
     import torchvision
@@ -97,8 +164,8 @@ def main():
     torch.set_num_threads(1)
     load_before = open("/proc/loadavg").read().split()[:3]
     common = dict(batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
-    loaders = {}
-    for name, transform in rows().items():
+    loaders = timm_rows(args.corpus, args) if args.timm else {}
+    for name, transform in ({} if args.timm else rows()).items():
         if args.rows and name not in args.rows.split(","):
             continue
         dataset = torchvision.datasets.ImageFolder(args.corpus, transform)
@@ -121,10 +188,13 @@ def main():
         median = {side: statistics.median(values) for side, values in sides.items()}
         results.append({"row": name, "path": loaders[name]["path"], "rounds": sides,
                         "img_per_s": median, "ratio": median["ringloader"] / median["torch"]})
-    print(json.dumps({"images": len(loaders and next(iter(loaders.values()))["torch"].dataset),
+    first = loaders and next(iter(loaders.values()))["torch"]
+    print(json.dumps({"images": len(getattr(first, "loader", first).dataset),
                       "cores": os.cpu_count(), "load_before": load_before,
                       "load_after": load_after, "torch": torch.__version__,
-                      "torchvision": torchvision.__version__, "results": results}))
+                      "torchvision": torchvision.__version__,
+                      "timm": getattr(sys.modules.get("timm"), "__version__", None),
+                      "results": results}))
     print("| recipe | path | torch img/s | ringloader img/s | ratio |")
     print("|---|---|---|---|---|")
     for r in results:
