@@ -57,8 +57,10 @@ struct RINGLOADER_EXPORT FileSample {
 // How tar shards are read (see Dataset::tar_shards). Plain data.
 struct RINGLOADER_EXPORT TarShardOptions {
   // Samples a seeded shuffle buffer mixes when the Loader shuffles
-  // (WebDataset's shuffle(n)), on top of a per-epoch shard order. 0 or 1
-  // keeps each shard's samples in archive order. Default: 1000.
+  // (WebDataset's shuffle(n)), on top of a per-epoch shard order. As
+  // WebDataset's (initial=100), it lets samples out once it holds 100 and
+  // grows to n meanwhile, so a first batch never waits for n samples. 0 or
+  // 1 keeps each shard's samples in archive order. Default: 1000.
   int64_t shuffle_buffer = 1000;
   // Default: kRGB.
   ColorMode mode = ColorMode::kRGB;
@@ -87,11 +89,13 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // one-at-a-time pass. Default: 8.
   int index_streams = 8;
   // Without an index, when every shard is a pipe: URL and there is no
-  // cache_dir: construction returns at once and the shards are indexed in
-  // the background, index_streams at a time. A Loader made before they
-  // all are starts its first epoch at once (docs/tar_shards.md, "Indexing
-  // while reading"): shards are indexed in that epoch's shard order, and
-  // its first batch waits for the first shard only. The epoch is the one a
+  // cache_dir (a private_cache is fine): construction returns at once and
+  // the shards are indexed in the background, index_streams at a time. A
+  // Loader made before they all are starts its first epoch at once
+  // (docs/tar_shards.md, "Indexing while reading"): shards are indexed in
+  // that epoch's shard order, and its first batch waits for the first
+  // shard only (and ~100 + 2 x batch_size samples: the shuffle buffer's
+  // ramp-up, shuffle_buffer above). The epoch is the one a
   // full index gives, batch for batch. Whatever needs every shard's count
   // (size(), the labels, a Loader's size() and state_dict(), a second
   // epoch, set_order, world_size > 1, on_error = kSkip) waits for the
@@ -108,9 +112,22 @@ struct RINGLOADER_EXPORT TarShardOptions {
   // it, and the Loader fetches the next prefetch_shards shards of the epoch
   // order ahead of the workers. It must be this user's own folder, writable
   // by no one else (created 0700 when missing); another user's, or one
-  // others may write, is an IoError naming it. Default: "" (no cache: each
-  // worker streams the pipe: shards it reads).
+  // others may write, is an IoError naming it. Default: "" (no shared
+  // cache; see private_cache).
   std::string cache_dir;
+  // With no cache_dir and no index, when every shard is a pipe: URL: a
+  // cache folder of this process's own, $TMPDIR/ringloader-shards-XXXXXX
+  // (else /tmp; mode 0700, copies 0600), removed when the dataset and its
+  // loaders are gone or the process exits, and by the next one of this
+  // user after a kill -9. Indexing (in the background, as without a cache)
+  // fetches each shard into it once, in the first epoch's shard order, and
+  // workers read the copies: no worker restarts a command, and later
+  // epochs fetch only shards evicted since. It keeps at most half the free
+  // space of its file system when made, at most cache_limit_bytes (at
+  // least 64 MiB), least recently used copies deleted first.
+  // false: each worker streams the pipe: shards it reads (no files).
+  // Default: true.
+  bool private_cache = true;
   // Bytes of shards the folder keeps; the least recently used are deleted
   // beyond it (a shard larger than the limit is still used, alone). Should
   // hold prefetch_shards + 2 shards or more per loader sharing it, or shards

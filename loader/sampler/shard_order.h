@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The epoch order of a sharded (tar) dataset: shards in an order permuted
 // per (seed, epoch), their samples concatenated, then mixed by a bounded,
-// seeded shuffle buffer (WebDataset's shuffle(n)). Consecutive batches thus
+// seeded shuffle buffer (WebDataset's shuffle(n), which starts letting
+// samples out once kShuffleInitial are in and grows to n meanwhile). Consecutive batches thus
 // come from one region of one or two shards, and reading stays sequential,
 // while the order is still a pure function: every sample has a fixed place
 // in it, so any batch (resume, any worker) can be rebuilt from the index.
@@ -13,6 +14,10 @@
 #include "ringloader/random.h"
 
 namespace ringloader::sampler {
+
+// Samples the buffer holds before it lets the first one out (WebDataset's
+// shuffle(n, initial=100)): the first batch waits for these, not for n.
+constexpr int64_t kShuffleInitial = 100;
 
 // A permutation of [0, sum(shard_sizes)); samples of shard s are the
 // indices [sum(shard_sizes[0..s)), ... + shard_sizes[s]). A buffer of 0 or
@@ -40,7 +45,12 @@ class ShardShuffleStream {
   void finish(std::vector<int64_t>& out);
 
  private:
+  void add(int64_t sample, std::vector<int64_t>& out);
+  void emit_one(std::vector<int64_t>& out);  // a random resident leaves
+
   int64_t capacity_;
+  int64_t initial_;
+  bool second_pending_ = false;  // growing: a step takes two samples
   std::vector<int64_t> buffer_;
   SampleRng rng_;
 };

@@ -80,7 +80,10 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   config_.intra_op_threads = options_.intra_op_threads;
   config_.max_image_pixels = options_.max_image_pixels;
   config_.skip_bad_samples = options_.on_error == OnError::kSkip;
+  // A streamed view has no shard sizes to place the order in: its shards
+  // are fetched by the indexer, in the first epoch's order.
   if (config_.dataset.tar_index() && config_.dataset.tar_index()->cache.enabled() &&
+      !config_.dataset.tar_index()->streamed &&
       config_.dataset.tar_index()->cache.prefetch_shards > 0) {
     prefetcher_ = std::make_unique<data::ShardPrefetcher>(*config_.dataset.tar_index());
   }

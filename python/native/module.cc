@@ -199,8 +199,9 @@ PYBIND11_MODULE(_ringloader, module) {
                               const std::string& cache_dir, uint64_t cache_limit_bytes,
                               int prefetch_shards, bool cache_local, int fetch_attempts,
                               const std::string& index, int index_streams,
-                              bool index_in_background) {
+                              bool index_in_background, bool private_cache) {
     TarShardOptions options;
+    options.private_cache = private_cache;
     options.index = index;
     options.index_streams = index_streams;
     options.index_in_background = index_in_background;
@@ -222,7 +223,8 @@ PYBIND11_MODULE(_ringloader, module) {
      py::arg("cache_local") = TarShardOptions{}.cache_local,
      py::arg("fetch_attempts") = TarShardOptions{}.fetch_attempts,
      py::arg("index") = "", py::arg("index_streams") = TarShardOptions{}.index_streams,
-     py::arg("index_in_background") = TarShardOptions{}.index_in_background);
+     py::arg("index_in_background") = TarShardOptions{}.index_in_background,
+     py::arg("private_cache") = TarShardOptions{}.private_cache);
   // TarShardOptions' defaults, declared once in dataset.h: TarShards'
   // keyword defaults are read from here (datasets.py).
   module.def("tar_shard_defaults", [] {
@@ -235,6 +237,7 @@ PYBIND11_MODULE(_ringloader, module) {
     out["fetch_attempts"] = defaults.fetch_attempts;
     out["index_in_background"] = defaults.index_in_background;
     out["index_streams"] = defaults.index_streams;
+    out["private_cache"] = defaults.private_cache;
     return out;
   });
   module.def("idx_dataset", [](const std::string& images, const std::string& labels) {

@@ -54,9 +54,15 @@ def test_each_shard_is_fetched_once_with_the_cache(shard_dir):
     local = ringloader.datasets.TarShards(f"{shard_dir}/shards/shard-{{000..004}}.tar",
                                           PIPELINE, shuffle_buffer=4)
     reference, _ = two_epochs(local, 2)
-    streamed, _ = two_epochs(ringloader.datasets.TarShards(url, PIPELINE, shuffle_buffer=4), 2)
+    streamed, _ = two_epochs(ringloader.datasets.TarShards(url, PIPELINE, shuffle_buffer=4,
+                                                           private_cache=False), 2)
     same(streamed, reference)
     assert runs(counter) > 5 + 5  # indexing, then each worker streams again
+    counter.unlink()
+    # The default: a private cache, filled by the indexer (issue 46).
+    private, _ = two_epochs(ringloader.datasets.TarShards(url, PIPELINE, shuffle_buffer=4), 2)
+    same(private, reference)
+    assert runs(counter) == 5
     counter.unlink()
     cached = ringloader.datasets.TarShards(url, PIPELINE, shuffle_buffer=4,
                                            cache_dir=shard_dir / "cache")

@@ -54,6 +54,9 @@ struct ShardCacheOptions {
   bool cache_local = false;         // cache local paths too, not only pipe:
   int fetch_attempts = 3;           // tries per fetch before the error
   double retry_backoff_s = 0.2;     // first wait; x4 per further try
+  // A private folder's owner (private_cache_dir.h), kept alive by every
+  // copy of these options in this process; never serialized.
+  std::shared_ptr<const void> owner;
 
   bool enabled() const { return !dir.empty(); }
 };

@@ -42,7 +42,9 @@ Dataset Dataset::concat_tar(const std::vector<std::pair<Dataset, double>>& parts
       samples.add(sample);
     }
   }
-  // A counts-only part's shards are streamed, never read from a cache.
+  // A counts-only part's shards are streamed, never read from a cache; a
+  // private cache (TarShardOptions::private_cache) is then left out.
+  if (index.has_unplaced && index.cache.owner) index.cache = {};
   if (index.has_unplaced && index.cache.enabled()) {
     throw OptionError("ringloader: mix: a part indexed by sample counts only (a plain wids "
                       "index) cannot share the shard cache " + index.cache.dir +

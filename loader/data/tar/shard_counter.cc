@@ -23,6 +23,7 @@ struct Abandoned {};
 ShardCounter::ShardCounter(TarIndex index, bool file_sizes, int streams)
     : urls_(index.shards),
       shuffle_buffer_(index.shuffle_buffer),
+      cache_(index.cache),
       index_(std::move(index)),
       file_sizes_(file_sizes),
       shards_(index_.shards.size()) {

@@ -41,6 +41,8 @@ class ShardCounter {
   size_t shard_count() const { return shards_.size(); }
   const std::vector<std::string>& urls() const { return urls_; }
   int64_t shuffle_buffer() const { return shuffle_buffer_; }
+  // The cache the shards are indexed through (disabled: none).
+  const ShardCacheOptions& cache() const { return cache_; }
   // Shards not yet started are started in this order from now on (shards
   // it leaves out keep their place after it). Indices outside the shard
   // list are ignored.
@@ -80,6 +82,7 @@ class ShardCounter {
 
   std::vector<std::string> urls_;
   int64_t shuffle_buffer_;
+  ShardCacheOptions cache_;
   TarIndex index_;
   std::unique_ptr<ShardCache> shard_cache_;
   bool file_sizes_;

@@ -2,6 +2,7 @@
 // Dataset::tar_shards: the public face of loader/data/tar/tar_index.
 #include <algorithm>
 
+#include "loader/data/fetch/private_cache_dir.h"
 #include "loader/data/tar/shard_counter.h"
 #include "loader/data/fetch/shard_input.h"
 #include "loader/data/tar/tar_index.h"
@@ -11,6 +12,21 @@
 #include "ringloader/errors.h"
 
 namespace ringloader {
+namespace {
+
+// pipe: shards and no cache_dir: a folder of this process's own
+// (private_cache_dir.h), so a shuffled epoch fetches each shard once and
+// workers read the copy, instead of each worker streaming every shard and
+// restarting commands to go back (issue 46).
+data::ShardCacheOptions private_cache(data::ShardCacheOptions cache) {
+  auto dir = data::PrivateCacheDir::create();
+  cache.dir = dir->path();
+  cache.limit_bytes = dir->bounded_limit(cache.limit_bytes);
+  cache.owner = std::move(dir);
+  return cache;
+}
+
+}  // namespace
 
 Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
                             const TarShardOptions& options) {
@@ -28,9 +44,11 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
   data::TarIndex shards = data::tar_shard_list(urls, options.shuffle_buffer, cache);
   const bool all_pipes = std::all_of(shards.shards.begin(), shards.shards.end(),
                                      [](const std::string& url) { return data::is_pipe_url(url); });
+  const bool user_cache = cache.enabled();
+  if (!user_cache && all_pipes && options.private_cache) shards.cache = private_cache(cache);
   auto counter = std::make_shared<data::ShardCounter>(std::move(shards), false,
                                                       options.index_streams);
-  if (!options.index_in_background || cache.enabled() || !all_pipes) {
+  if (!options.index_in_background || user_cache || !all_pipes) {
     return from_tar_index(counter->finish(), options.mode);
   }
   // Local shards index from their headers in seconds; pipe: ones are
@@ -58,6 +76,7 @@ Dataset Dataset::shard_named_view() const {
   view.shards = counter_->urls();
   view.shuffle_buffer = counter_->shuffle_buffer();
   view.streamed = true;
+  view.cache = counter_->cache();  // the private cache's copies
   return from_tar_index(std::move(view), mode_);
 }
 

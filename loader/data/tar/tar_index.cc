@@ -89,19 +89,42 @@ std::string describe_tar_sample(const TarIndex& index, int64_t sample) {
   return "sample " + std::to_string(sample) + " (" + index.shards.at(s.shard) + place + ")";
 }
 
+namespace {
+
+nlohmann::json cache_json(const ShardCacheOptions& cache) {
+  return {{"dir", cache.dir}, {"limit_bytes", cache.limit_bytes},
+          {"prefetch_shards", cache.prefetch_shards}, {"cache_local", cache.cache_local},
+          {"fetch_attempts", cache.fetch_attempts}, {"retry_backoff_s", cache.retry_backoff_s}};
+}
+
+void read_cache_json(const nlohmann::json& description, ShardCacheOptions& cache) {
+  if (!description.contains("cache")) return;
+  const auto& json = description.at("cache");
+  cache.dir = json.at("dir").get<std::string>();
+  cache.limit_bytes = json.at("limit_bytes").get<uint64_t>();
+  cache.prefetch_shards = json.at("prefetch_shards").get<int>();
+  cache.cache_local = json.at("cache_local").get<bool>();
+  cache.fetch_attempts = json.at("fetch_attempts").get<int>();
+  cache.retry_backoff_s = json.value("retry_backoff_s", 0.2);
+}
+
+}  // namespace
+
 nlohmann::json TarIndex::to_json() const {
-  if (streamed) return {{"shards", shards}, {"shuffle_buffer", shuffle_buffer}, {"streamed", true}};
+  if (streamed) {
+    nlohmann::json out = {{"shards", shards}, {"shuffle_buffer", shuffle_buffer},
+                          {"streamed", true}};
+    // The private cache the indexer fills (TarShardOptions::private_cache).
+    if (cache.enabled()) out["cache"] = cache_json(cache);
+    return out;
+  }
   nlohmann::json out = {{"shards", shards}, {"shard_sizes", shard_sizes},
           {"shuffle_buffer", shuffle_buffer}, {"table", table->proc_path()},
           {"count", table->size()}, {"digest", table->digest()}, {"unplaced", has_unplaced}};
   if (!manifest.empty()) out["manifest"] = manifest;
   if (cache.enabled()) {
     out["shard_bytes"] = shard_bytes;
-    out["cache"] = {{"dir", cache.dir}, {"limit_bytes", cache.limit_bytes},
-                    {"prefetch_shards", cache.prefetch_shards},
-                    {"cache_local", cache.cache_local},
-                    {"fetch_attempts", cache.fetch_attempts},
-                    {"retry_backoff_s", cache.retry_backoff_s}};
+    out["cache"] = cache_json(cache);
   }
   return out;
 }
@@ -130,6 +153,7 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
                     std::to_string(index.shards.size()) + " shards");
     }
     index.streamed = true;
+    read_cache_json(description, index.cache);
     return index;
   }
   index.shard_sizes = description.at("shard_sizes").get<std::vector<int64_t>>();
@@ -139,15 +163,7 @@ TarIndex TarIndex::from_json(const nlohmann::json& description) {
   if (description.contains("shard_bytes")) {
     index.shard_bytes = description.at("shard_bytes").get<std::vector<uint64_t>>();
   }
-  if (description.contains("cache")) {
-    const auto& cache = description.at("cache");
-    index.cache.dir = cache.at("dir").get<std::string>();
-    index.cache.limit_bytes = cache.at("limit_bytes").get<uint64_t>();
-    index.cache.prefetch_shards = cache.at("prefetch_shards").get<int>();
-    index.cache.cache_local = cache.at("cache_local").get<bool>();
-    index.cache.fetch_attempts = cache.at("fetch_attempts").get<int>();
-    index.cache.retry_backoff_s = cache.value("retry_backoff_s", 0.2);
-  }
+  read_cache_json(description, index.cache);
   const auto path = description.at("table").get<std::string>();
   index.table = TarSampleTable::open(path);
   check_table(index, path, description.at("count").get<int64_t>(),

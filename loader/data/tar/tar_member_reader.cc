@@ -14,6 +14,26 @@ constexpr size_t kOpenFiles = 64;
 constexpr size_t kOpenPipes = 8;
 constexpr size_t kOpenCached = 4;
 
+// A cached copy read forward, as a streamed view reads its samples (by
+// ordinal): the handle it shares keeps the copy locked against eviction.
+class CopyStream final : public ShardInput {
+ public:
+  explicit CopyStream(std::shared_ptr<FileInput> file) : file_(std::move(file)) {}
+  size_t read(uint8_t* out, size_t n) override {
+    const size_t got = file_->read_at(position_, out, n);
+    position_ += got;
+    return got;
+  }
+  uint64_t skip(uint64_t n) override {
+    const uint64_t step = std::min<uint64_t>(n, file_->size() - std::min(position_, file_->size()));
+    position_ += step;
+    return step;
+  }
+
+ private:
+  std::shared_ptr<FileInput> file_;
+};
+
 }  // namespace
 
 TarMemberReader::TarMemberReader(const TarIndex& index, int64_t pipe_cache_members)
@@ -92,6 +112,10 @@ std::shared_ptr<FileInput> TarMemberReader::cached_file(int32_t shard) {
   // Fetching (or waiting for another process's fetch) under the lock keeps
   // this process's threads from fetching one shard twice.
   std::lock_guard<std::mutex> lock(mutex_);
+  return cached_file_locked(shard);
+}
+
+std::shared_ptr<FileInput> TarMemberReader::cached_file_locked(int32_t shard) {
   for (auto it = cached_.begin(); it != cached_.end(); ++it) {
     if (it->first == shard) {
       cached_.splice(cached_.begin(), cached_, it);
@@ -220,15 +244,24 @@ int64_t TarMemberReader::read_ordinal(int32_t shard, int64_t ordinal, std::vecto
   int64_t label = -1;
   if (take_cached({shard, static_cast<uint64_t>(ordinal)}, out, &label)) return label;
   PipeShard& pipe = pipe_shard(shard);
+  const std::string& url = index_.shards[shard];
+  // A cached copy (the private cache of a streamed view) is read from its
+  // start again at the cost of a local read, not of a command.
+  const bool copy = shard_cache_ && shard_cache_->caches(url);
   if (pipe.samples && pipe.samples->next_ordinal() > ordinal) {
     close_stream(pipe);
-    ++pipe_restarts_;
+    if (!copy) ++pipe_restarts_;
   }
-  const std::string& url = index_.shards[shard];
   try {
     if (!pipe.samples) {
-      pipe.samples = std::make_unique<TarSampleStream>(std::make_unique<PipeInput>(url), url, shard);
-      ++pipe_commands_;
+      std::unique_ptr<ShardInput> input;
+      if (copy) {
+        input = std::make_unique<CopyStream>(cached_file_locked(shard));
+      } else {
+        input = std::make_unique<PipeInput>(url);
+        ++pipe_commands_;
+      }
+      pipe.samples = std::make_unique<TarSampleStream>(std::move(input), url, shard);
     }
     GroupedSample found;
     stream_to_ordinal(pipe, ordinal, found);

@@ -18,8 +18,9 @@
 // stream's .cls member instead of the table.
 //
 // With a shard cache (TarIndex::cache), the shards it caches are read from
-// their fetched copy instead (pread, like local shards); a copy is fetched
-// on first use unless the Loader's prefetcher already did.
+// their fetched copy instead (pread, like local shards; a streamed view
+// reads the copy forward by ordinal); a copy is fetched on first use unless
+// the Loader's prefetcher (or, for a streamed view, the indexer) already did.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +79,7 @@ class TarMemberReader {
   TarSample checked_sample(int64_t index) const;
   std::shared_ptr<FileInput> file(int32_t shard);
   std::shared_ptr<FileInput> cached_file(int32_t shard);
+  std::shared_ptr<FileInput> cached_file_locked(int32_t shard);  // mutex_ held
   void read_pipe(const TarSample& sample, std::vector<uint8_t>& out);
   int64_t read_unplaced(int64_t index, const TarSample& sample, std::vector<uint8_t>& out);
   // The ordinal-th sample of pipe: shard `shard`, streamed to; its label.

@@ -62,6 +62,17 @@ class TarShards(NativeDataset):
     is indexed, with the order a full index gives (``docs/tar_shards.md``,
     "Indexing while reading"). ``len()``, ``shard_sizes``, ``targets``,
     ``len(loader)`` and ``state_dict()`` wait for the index.
+
+    Private cache (``private_cache``, Default: True): with no ``cache_dir``
+    and no ``index``, when every shard is ``pipe:``, the shards are fetched
+    once into a folder of this process's own (``$TMPDIR/ringloader-shards-*``,
+    mode 0700), removed when the dataset and its loaders are gone or the
+    process exits (after a kill -9, by the next one). Indexing in the
+    background fills it in the first epoch's shard order and workers read
+    the copies, so a shuffled epoch runs each command once, not once per
+    worker and per restart. It keeps at most half the free space of its
+    file system, at most ``cache_limit_bytes``. ``private_cache=False``
+    streams as before.
     """
 
     ringloader_native_shuffle = True
@@ -73,7 +84,8 @@ class TarShards(NativeDataset):
                  cache_local=_TAR_DEFAULTS["cache_local"],
                  fetch_attempts=_TAR_DEFAULTS["fetch_attempts"], index=None,
                  index_streams=_TAR_DEFAULTS["index_streams"],
-                 index_in_background=_TAR_DEFAULTS["index_in_background"]):
+                 index_in_background=_TAR_DEFAULTS["index_in_background"],
+                 private_cache=_TAR_DEFAULTS["private_cache"]):
         if urls is None:
             urls = []
         elif isinstance(urls, (str, os.PathLike)):
@@ -84,7 +96,7 @@ class TarShards(NativeDataset):
         handle = _ringloader.tar_shards(
             urls, int(shuffle_buffer), mode, cache_dir, int(cache_limit_bytes),
             int(prefetch_shards), bool(cache_local), int(fetch_attempts), index,
-            int(index_streams), bool(index_in_background))
+            int(index_streams), bool(index_in_background), bool(private_cache))
         super().__init__({"kind": "tar"}, transform, target_transform)
         self.shuffle_buffer = int(shuffle_buffer)
         self.cache_dir = cache_dir or None

@@ -139,5 +139,25 @@ TEST(ShardShuffleStream, EachShardGivenExtendsAPrefixOfTheWholeOrder) {
   }
 }
 
+// Issue 46: the first samples leave the buffer once kShuffleInitial are
+// in, not once shuffle_buffer are (WebDataset's shuffle(n, initial)), so
+// the first batch of a 1000-sample buffer waits for ~164 samples, not 1032.
+TEST(ShardShuffleStream, LetsSamplesOutBeforeTheBufferIsFull) {
+  ShardShuffleStream stream(1000, 7, 0);
+  std::vector<int64_t> out;
+  stream.add_shard(0, kShuffleInitial - 1, out);
+  EXPECT_TRUE(out.empty());
+  // Growing, it takes two samples per one it lets out.
+  stream.add_shard(kShuffleInitial - 1, 65, out);
+  EXPECT_EQ(out.size(), 33u);
+  stream.finish(out);
+  std::vector<int64_t> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < static_cast<int64_t>(sorted.size()); ++i) ASSERT_EQ(sorted[i], i);
+  EXPECT_EQ(sorted.size(), 164u);
+  // Still mixed: the first 32 out are not archive order.
+  EXPECT_FALSE(std::is_sorted(out.begin(), out.begin() + 32));
+}
+
 }  // namespace
 }  // namespace ringloader::sampler
