@@ -11,7 +11,12 @@ imports and worker starts, as a training run does):
              workers, training a small conv net for --epochs epochs on CPU;
   lightning  lightning.Trainer.fit with seed_everything(0, workers=True)
              (Lightning assigns worker_init_fn to the loader after it was
-             built) over a Python dataset, shuffle, 2 workers, --epochs.
+             built) over a Python dataset, shuffle, 2 workers, --epochs;
+  hf-map     Hugging Face datasets: load_dataset("imagefolder") of the
+             generated folder, .with_transform (resize, to tensor), a
+             DataLoader (shuffle, 2 workers, batch 32): seconds from
+             building the loader to its first batch (what the first step
+             waits for; the dataset's own loading is not counted).
 
 Each child prints the seconds from building the loader to the end of
 training and a digest of what it saw (every batch's sums, the final
@@ -20,7 +25,7 @@ seconds, the ratio (torch / ringloader: > 1 means ringloader is faster)
 and whether the digests are identical. Needs timm and lightning:
 
     PYTHON=/root/.cache/ringloader/venv-clients-py312/bin/python
-    $PYTHON bench/clients.py [--rounds 3] [--epochs 3] [--cases timm,lightning]
+    $PYTHON bench/clients.py [--rounds 3] [--epochs 3] [--cases timm,lightning,hf-map]
 """
 import argparse
 import hashlib
@@ -141,9 +146,35 @@ def run_lightning(epochs):
     return seconds, _weights_digest(model, model.digest), type(loader).__module__
 
 
+def run_hf_map(root):
+    import datasets
+    import torch
+    import torchvision.transforms as T
+    from torch.utils.data import DataLoader
+    torch.manual_seed(0)
+    data = datasets.load_dataset("imagefolder", data_dir=root, split="train")
+    resize = T.Compose([T.Resize((64, 64)), T.ToTensor()])
+
+    def transform(batch):
+        batch["pixel_values"] = [resize(image.convert("RGB")) for image in batch["image"]]
+        del batch["image"]
+        return batch
+
+    data = data.with_transform(transform)
+    start = time.perf_counter()
+    loader = DataLoader(data, batch_size=32, shuffle=True, num_workers=2)
+    first = next(iter(loader))
+    seconds = time.perf_counter() - start
+    digest = hashlib.sha256(first["pixel_values"].numpy().tobytes())
+    digest.update(str(first["label"].tolist()).encode())
+    return seconds, digest.hexdigest()[:16], type(loader).__module__
+
+
 def _child(args):
     if args.case == "timm":
         seconds, digest, loader = run_timm(args.root, args.epochs)
+    elif args.case == "hf-map":
+        seconds, digest, loader = run_hf_map(args.root)
     else:
         seconds, digest, loader = run_lightning(args.epochs)
     print("RESULT " + json.dumps({"seconds": seconds, "digest": digest, "loader": loader}))
@@ -165,23 +196,27 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--cases", default="timm,lightning")
+    parser.add_argument("--cases", default="timm,lightning,hf-map")
     parser.add_argument("--root", default=None, help="ImageFolder (generated if absent)")
-    parser.add_argument("--child", choices=["timm", "lightning"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["timm", "lightning", "hf-map"],
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.case = args.child
         return _child(args)
     root = args.root or os.path.join(tempfile.gettempdir(), "ringloader-clients-folder")
     make_image_folder(root)
+    import datasets
     import lightning
     import timm
     import torch
     print(f"torch {torch.__version__}, timm {timm.__version__}, lightning "
-          f"{lightning.__version__}; {os.cpu_count()} cores, load "
+          f"{lightning.__version__}, datasets {datasets.__version__}; "
+          f"{os.cpu_count()} cores, load "
           f"{os.getloadavg()[0]:.1f}; {args.epochs} epochs, {args.rounds} rounds, "
           f"interleaved; seconds from building the loader to the end of training")
-    print(f"{'case':<10} {'torch s':>9} {'ringloader s':>13} {'ratio':>7}  identical")
+    print(f"{'case':<10} {'torch s':>9} {'ringloader s':>13} {'ratio':>7} {'extra s':>8}  "
+          "identical")
     for case in args.cases.split(","):
         seconds = {"torch": [], "ringloader": []}
         digests = {"torch": set(), "ringloader": set()}
@@ -195,7 +230,8 @@ def main():
         torch_s = statistics.median(seconds["torch"])
         ring_s = statistics.median(seconds["ringloader"])
         same = len(digests["torch"]) == 1 and digests["torch"] == digests["ringloader"]
-        print(f"{case:<10} {torch_s:9.2f} {ring_s:13.2f} {torch_s / ring_s:6.2f}x  "
+        print(f"{case:<10} {torch_s:9.2f} {ring_s:13.2f} {torch_s / ring_s:6.2f}x "
+              f"{ring_s - torch_s:+8.2f}  "
               f"{'yes' if same else 'NO: ' + str(digests)}", flush=True)
 
 
