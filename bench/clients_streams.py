@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Streaming clients, unchanged, on torch's DataLoader and on ringloader's
+(``python -m ringloader``), side by side in one run (issue 46, item 1).
+
+Cases, each with torch's default persistent_workers=False, 2 workers,
+batches of 32:
+  wds        wds.WebDataset over local tar shards this bench writes
+             (JPEG + class), .decode("torchrgb").to_tuple("jpg", "cls"),
+             through DataLoader(batch_size=32);
+  webloader  the same pipeline .batched(32) through wds.WebLoader
+             (batch_size=None);
+  hf         a Hugging Face dataset saved to disk and loaded back (memory
+             mapped), .to_iterable_dataset(num_shards=4).shuffle(seed=0),
+             .map() normalising each row, with_format("torch"), through
+             DataLoader(batch_size=32).
+
+Each side, case and epoch count runs in a fresh process (it pays its own
+imports and its loader's start, as a training run does); rounds are
+interleaved torch / ringloader. Per run: samples/s from building the loader
+to the end of the last epoch, the first batch (seconds from building the
+loader), the median first batch of the later epochs (from iter()), and a
+digest of every batch. Prints medians and ringloader / torch (samples/s:
+> 1 is faster; first batch: < 1 is sooner). Needs webdataset and datasets:
+
+    PYTHON=/root/.cache/ringloader/venv-clients-py312/bin/python
+    $PYTHON bench/clients_streams.py [--rounds 3] [--epochs 1,10] [--cases wds,webloader,hf]
+"""
+import argparse
+import hashlib
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SHARDS, PER_SHARD, SIDE = 8, 64, 96      # the tar shards: 512 JPEGs
+HF_ROWS, HF_FEATURES = 2048, 768          # the Hugging Face table
+BATCH, WORKERS = 32, 2
+
+
+def make_shards(root):
+    import numpy as np
+    import webdataset as wds
+    from PIL import Image
+    marker = os.path.join(root, ".done")
+    if os.path.exists(marker):
+        return
+    rng = np.random.default_rng(46)
+    ramp = np.linspace(0, 255, SIDE * 4 // 3)[None, :, None]
+    for shard in range(SHARDS):
+        with wds.TarWriter(os.path.join(root, f"shard-{shard:03d}.tar")) as writer:
+            for i in range(PER_SHARD):
+                pixels = ramp * rng.uniform(0.3, 1.0, size=(1, 1, 3)) + \
+                    rng.normal(0, 25, size=(SIDE, SIDE * 4 // 3, 3))
+                image = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+                data = io.BytesIO()
+                image.save(data, format="JPEG", quality=90)
+                writer.write({"__key__": f"{shard:03d}_{i:04d}", "jpg": data.getvalue(),
+                              "cls": str(i % 4).encode()})
+    open(marker, "w").close()
+
+
+def make_hf(root):
+    import datasets
+    import numpy as np
+    path = os.path.join(root, "hf")
+    if not os.path.exists(os.path.join(path, "dataset_info.json")):
+        rng = np.random.default_rng(46)
+        table = datasets.Dataset.from_dict({
+            "x": rng.random((HF_ROWS, HF_FEATURES), dtype=np.float32),
+            "label": rng.integers(0, 10, HF_ROWS)})
+        table.save_to_disk(path)
+    return path
+
+
+def _normalise(row):
+    import numpy as np
+    x = np.asarray(row["x"], dtype=np.float32)
+    return {"x": (x - x.mean()) / (x.std() + 1e-6), "label": row["label"]}
+
+
+def loader_for(case, root):
+    """The client's own code: torch.utils.data.DataLoader is whichever the
+    process runs with (ringloader's under ``python -m ringloader``)."""
+    import torch.utils.data
+    if case in ("wds", "webloader"):
+        import webdataset as wds
+        urls = os.path.join(root, f"shard-{{000..{SHARDS - 1:03d}}}.tar")
+        dataset = wds.WebDataset(urls, shardshuffle=False, empty_check=False) \
+            .decode("torchrgb").to_tuple("jpg", "cls")
+        if case == "webloader":
+            return wds.WebLoader(dataset.batched(BATCH), batch_size=None,
+                                 num_workers=WORKERS)
+        return torch.utils.data.DataLoader(dataset, batch_size=BATCH, num_workers=WORKERS)
+    import datasets
+    stream = datasets.load_from_disk(os.path.join(root, "hf")) \
+        .to_iterable_dataset(num_shards=4).shuffle(seed=0, buffer_size=256) \
+        .map(_normalise).with_format("torch")
+    return torch.utils.data.DataLoader(stream, batch_size=BATCH, num_workers=WORKERS)
+
+
+def _first_tensor(batch):
+    return batch[0] if isinstance(batch, (list, tuple)) else batch["x"]
+
+
+def child(case, root, epochs):
+    """One run: prints a JSON line of its figures."""
+    import torch
+    start = time.perf_counter()
+    loader = loader_for(case, root)
+    digest, samples, first, later = hashlib.sha256(), 0, None, []
+    for epoch in range(epochs):
+        began = time.perf_counter()
+        for number, batch in enumerate(loader):
+            x = _first_tensor(batch)
+            if number == 0:
+                now = time.perf_counter()
+                if epoch == 0:
+                    first = now - start
+                else:
+                    later.append(now - began)
+            samples += len(x)
+            digest.update(x.to(torch.float64).sum().numpy().tobytes())
+    seconds = time.perf_counter() - start
+    print(json.dumps({"samples_s": samples / seconds, "first": first,
+                      "later_first": statistics.median(later) if later else None,
+                      "samples": samples, "digest": digest.hexdigest()[:16]}))
+
+
+def _run(side, case, root, epochs):
+    here = os.path.abspath(__file__)
+    prefix = ["-m", "ringloader"] if side == "ringloader" else []
+    command = [sys.executable, *prefix, here, "--child", case, "--root", root,
+               "--epochs", str(epochs)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        raise RuntimeError(f"{side} {case}: {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _median(runs, key):
+    values = [run[key] for run in runs if run[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def _show(value, digits=3):
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", default="1,10")
+    parser.add_argument("--cases", default="wds,webloader,hf")
+    parser.add_argument("--root", default=None, help="data folder (default: a temporary one)")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args.child, args.root, int(args.epochs))
+    root = args.root or tempfile.mkdtemp(prefix="clients-streams-")
+    os.makedirs(root, exist_ok=True)
+    cases = args.cases.split(",")
+    if {"wds", "webloader"} & set(cases):
+        make_shards(root)
+    if "hf" in cases:
+        make_hf(root)
+    epoch_counts = [int(e) for e in args.epochs.split(",")]
+    runs = {}
+    for _ in range(args.rounds):
+        for case in cases:
+            for epochs in epoch_counts:
+                for side in ("torch", "ringloader"):
+                    runs.setdefault((case, epochs, side), []).append(
+                        _run(side, case, root, epochs))
+    print(f"{'case':10} {'epochs':>6} {'side':>10} {'samples/s':>10} {'first s':>8} "
+          f"{'later first s':>13}  same batches")
+    for case in cases:
+        for epochs in epoch_counts:
+            torchs, ours = runs[(case, epochs, "torch")], runs[(case, epochs, "ringloader")]
+            same = {r["digest"] for r in torchs} == {r["digest"] for r in ours} and \
+                len({r["digest"] for r in ours}) == 1
+            for side, side_runs in (("torch", torchs), ("ringloader", ours)):
+                print(f"{case:10} {epochs:>6} {side:>10} {_median(side_runs, 'samples_s'):>10.1f} "
+                      f"{_show(_median(side_runs, 'first')):>8} "
+                      f"{_show(_median(side_runs, 'later_first')):>13}  {same}")
+            speed = _median(ours, "samples_s") / _median(torchs, "samples_s")
+            first = _median(ours, "first") / _median(torchs, "first")
+            print(f"{case:10} {epochs:>6} {'ratio':>10} {speed:>9.2f}x {first:>7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
