@@ -7,24 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GENERATOR=()
-# Line tables are all a sanitizer's stack trace needs, and -O1 keeps
-# reports exact: together they halve the compile time of -O2 -g.
 SANITIZER_OPT="-O1 -g1"
 if command -v ninja >/dev/null; then GENERATOR=(-G Ninja); fi
 
-run_build() {
-  local dir=$1 sanitize=$2 target=$3
-  if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake -S . -B "$dir" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_OPT" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_OPT" \
-      -DRINGLOADER_SANITIZE="$sanitize" -DRINGLOADER_BUILD_SAMPLES=OFF \
-      -DRINGLOADER_BUILD_BENCH=OFF -DRINGLOADER_BUILD_PYTHON=OFF
-  fi
-  cmake --build "$dir" -j "$(nproc)" --target $target
-}
-
 echo "== ASan+UBSan"
-run_build build-asan address,undefined "ringloader_unit_tests ringloader_loader_tests ringloader-worker"
+# clang, shared with the fuzzers (scripts/asan_build.sh).
+scripts/asan_build.sh ringloader_unit_tests ringloader_loader_tests ringloader-worker
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The torchvision parity suites compare millions of pixels against Python
@@ -38,7 +26,13 @@ build-asan/ringloader_loader_tests --gtest_brief=1
 echo "== TSan"
 # The concurrency lives in the ring protocol: its suites alone, in their own
 # binary (the decoders' suites have no threads and take minutes under TSan).
-run_build build-tsan thread ringloader_protocol_tests
+if [ ! -f build-tsan/CMakeCache.txt ]; then
+  cmake -S . -B build-tsan "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$SANITIZER_OPT" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$SANITIZER_OPT" \
+    -DRINGLOADER_SANITIZE=thread -DRINGLOADER_WITH_CUDA=OFF -DRINGLOADER_BUILD_SAMPLES=OFF \
+    -DRINGLOADER_BUILD_BENCH=OFF -DRINGLOADER_BUILD_PYTHON=OFF
+fi
+cmake --build build-tsan -j "$(nproc)" --target ringloader_protocol_tests
 # The lane producer/consumer test maps its control memfd twice (node and
 # trainer, as two processes would): TSan tracks happens-before by address,
 # so it cannot pair the node's release store with the trainer's acquire load

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Installs what is missing, builds, and runs every test: the GoogleTest
-# suites, the pytest suite and the sample's smoke run under ctest, a 3-minute
+# suites, the pytest suite and the sample's smoke run under ctest, a 2-minute
 # soak (scripts/soak.py; $SOAK_SEED picks its second seed), the torch 2.x
 # stage (scripts/test_torch2.sh: pip install into a cached venv with PyPI's
 # torch, the Python suite against the installed package;
@@ -16,11 +16,16 @@ QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 
 # Each stage's wall time, so CI logs show where its budget goes.
+# The summary repeats as the last line, even on failure: CI shows a log's
+# tail only.
 STAGE_START=$SECONDS
+STAGE_TIMES=""
 stage_done() {
   echo "== $1 took $((SECONDS - STAGE_START)) s"
+  STAGE_TIMES="$STAGE_TIMES $1 $((SECONDS - STAGE_START)) s;"
   STAGE_START=$SECONDS
 }
+trap 'echo "== stage times:$STAGE_TIMES running $((SECONDS - STAGE_START)) s; total $SECONDS s"' EXIT
 
 scripts/install_deps.sh
 stage_done "install"
@@ -54,7 +59,7 @@ stage_done "ctest"
 
 # A short soak (scripts/soak.py, docs/faults.md): random worker kills, stops,
 # hangs, forks, broken-off loops and Ctrl-C, each batch compared with an
-# undisturbed epoch. Seed 0 for 2 minutes, then a seed drawn for this run
+# undisturbed epoch. Seed 0 for 1 minute, then a seed drawn for this run
 # (printed: the same seed replays the same rounds and faults).
 soak() {
   local minutes=$1 seed=$2 log="$BUILD_DIR/soak-seed-$2.log"
@@ -67,7 +72,7 @@ soak() {
     return 1
   fi
 }
-soak 2 0
+soak 1 0
 soak 1 "${SOAK_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
 stage_done "soak"
 

@@ -6,7 +6,8 @@
 # the Python suite, `python -m ringloader` on a script, and a C++ project
 # built with find_package(ringloader) (tests/consumer).
 #   scripts/test_torch2.sh [pytest args...]   e.g. -k hold_batches
-# $RINGLOADER_TORCH2_TESTS overrides which test files run (default: all).
+# $RINGLOADER_TORCH2_TESTS overrides which test files run (default: all, in
+# two concurrent halves).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SOURCE=$PWD
@@ -65,7 +66,35 @@ stage_done "installed smoke runs (python -m ringloader, find_package consumer)"
 
 # conftest.py would add a build tree's python/ to sys.path if one were next
 # to the tests; none is. The source only lends scripts/ (test_op_specs).
-TESTS=(${RINGLOADER_TORCH2_TESTS:-tests})
-RINGLOADER_BUILD_DIR="$WORK/no-build-tree" RINGLOADER_SOURCE_DIR="$SOURCE" \
-  "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}" "$@"
+# Two pytest processes, each on every other test file (largest first, so
+# the halves weigh about the same): most tests wait on worker processes
+# starting and exiting, so one process leaves a core idle. Each has its own
+# basetemp (pytest prunes numbered temp folders it thinks are its own).
+run_pytest() {
+  local name=$1; shift
+  RINGLOADER_BUILD_DIR="$WORK/no-build-tree" RINGLOADER_SOURCE_DIR="$SOURCE" \
+    "$PY" -m pytest -q -p no:cacheprovider --basetemp="$WORK/pytest-$name" "$@" \
+    > "$WORK/pytest-$name.log" 2>&1
+}
+if [ -n "${RINGLOADER_TORCH2_TESTS:-}" ] || [ $# -gt 0 ]; then
+  TESTS=(${RINGLOADER_TORCH2_TESTS:-tests})
+  RINGLOADER_BUILD_DIR="$WORK/no-build-tree" RINGLOADER_SOURCE_DIR="$SOURCE" \
+    "$PY" -m pytest -q -p no:cacheprovider "${TESTS[@]}" "$@"
+else
+  mapfile -t FILES < <(ls -S tests/test_*.py)
+  HALF_A=() HALF_B=()
+  for i in "${!FILES[@]}"; do
+    if (( i % 4 == 0 || i % 4 == 3 )); then HALF_A+=("${FILES[$i]}"); else HALF_B+=("${FILES[$i]}"); fi
+  done
+  status_a=0 status_b=0
+  run_pytest a "${HALF_A[@]}" & pid_a=$!
+  run_pytest b "${HALF_B[@]}" || status_b=$?
+  wait "$pid_a" || status_a=$?
+  for half in a b; do echo "== torch2: pytest half $half: $(tail -1 "$WORK/pytest-$half.log")"; done
+  if [ "$status_a" -ne 0 ] || [ "$status_b" -ne 0 ]; then
+    for half in a b; do grep -E "^(FAILED|ERROR)" "$WORK/pytest-$half.log" || true; done
+    tail -n 60 "$WORK/pytest-a.log" "$WORK/pytest-b.log"
+    exit 1
+  fi
+fi
 stage_done "pytest"

@@ -149,6 +149,27 @@ void close_all(std::vector<int>* fds) {
   fds->clear();
 }
 
+namespace {
+
+// The descriptors a successful recvmsg passed. Only then: after a failed call
+// (EAGAIN) the control buffer still holds whatever the stack held, which can
+// be an earlier call's descriptors (the AttachListener suite saw each fd
+// twice under clang's ASan build), and closing those would close fds the
+// process uses elsewhere.
+void take_passed_fds(msghdr* header, std::vector<int>* fds) {
+  for (cmsghdr* each = CMSG_FIRSTHDR(header); each; each = CMSG_NXTHDR(header, each)) {
+    if (each->cmsg_level != SOL_SOCKET || each->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (each->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(each) + i * sizeof(int), sizeof(int));
+      fds->push_back(fd);
+    }
+  }
+}
+
+}  // namespace
+
 ReadStep read_part(int socket, PartialMessage* message) {
   if (message->complete()) return ReadStep::kDone;
   iovec part{message->data.data() + message->got, message->data.size() - message->got};
@@ -162,16 +183,8 @@ ReadStep read_part(int socket, PartialMessage* message) {
   do {
     got = recvmsg(socket, &header, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
-  for (cmsghdr* each = CMSG_FIRSTHDR(&header); each; each = CMSG_NXTHDR(&header, each)) {
-    if (each->cmsg_level != SOL_SOCKET || each->cmsg_type != SCM_RIGHTS) continue;
-    const size_t count = (each->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(each) + i * sizeof(int), sizeof(int));
-      message->fds.push_back(fd);
-    }
-  }
   if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ReadStep::kMore;
+  if (got > 0) take_passed_fds(&header, &message->fds);
   // A truncated control message (MSG_CTRUNC) lost descriptors: refuse it.
   if (got <= 0 || (header.msg_flags & MSG_CTRUNC)) {
     close_all(&message->fds);

@@ -98,9 +98,10 @@ TEST(DecodeRegion, BoxPixelsEqualTheFullDecode) {
                        std::to_string(box.height) + "x" + std::to_string(box.width));
           Image part;
           decode_image(jpeg.data(), jpeg.size(), mode, "part", part, {},
-                       [&](int h, int w, RegionPlan& plan) {
-                         EXPECT_EQ(h, height);
-                         EXPECT_EQ(w, width);
+                       // C++17 lambdas cannot capture structured bindings.
+                       [&, full_h = height, full_w = width](int h, int w, RegionPlan& plan) {
+                         EXPECT_EQ(h, full_h);
+                         EXPECT_EQ(w, full_w);
                          plan.box = box;
                          return true;
                        });
