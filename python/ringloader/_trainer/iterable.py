@@ -125,7 +125,6 @@ class _StreamWorker(_python_workers.PythonWorkers):
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
         self.zygote, self._dataset = zygote, dataset
-        self._loader_zygote = None  # PythonWorkers' own: `zygote` is this one's
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
