@@ -4,6 +4,7 @@
 // family uses (affine.h, color_adjust.h, pil_ops.h).
 #include "transforms/timm_augment.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <sstream>
@@ -157,7 +158,8 @@ void apply_timm_step(const TimmAugmentParams& p, const TimmStep& step, Image& im
       std::swap(image, scratch);
       break;
     case TimmOp::kPosterize: case TimmOp::kPosterizeIncreasing: case TimmOp::kPosterizeOriginal:
-      if (a < 8) posterize(image, static_cast<int>(a));  // 0 bits: Pillow <= 12's black
+      // 0 bits (or fewer, from a huge M): Pillow <= 12's mask keeps nothing.
+      if (a < 8) posterize(image, std::max(0, static_cast<int>(a)));
       break;
     case TimmOp::kSolarize: case TimmOp::kSolarizeIncreasing: solarize(image, a); break;
     case TimmOp::kSolarizeAdd: solarize_add(image, static_cast<int>(a), 128); break;

@@ -76,6 +76,10 @@ TEST(TimmAugment, ZeroBitPosterizeIsBlack) {
   for (size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = static_cast<uint8_t>(i * 9);
   apply_timm_step(p, {TimmOp::kPosterizeIncreasing, 10, 0}, image, scratch);
   for (uint8_t v : image.pixels) EXPECT_EQ(v, 0);
+  // magnitude 1e6 asks for 4 - 400000 bits: still black, no shift past 31.
+  image.pixels.assign(image.pixels.size(), 200);
+  apply_timm_step(p, {TimmOp::kPosterizeIncreasing, 1e6, 4 - 400000}, image, scratch);
+  for (uint8_t v : image.pixels) EXPECT_EQ(v, 0);
 }
 
 TEST(TimmAugment, SolarizeAddAddsBelowThreshold) {
