@@ -199,8 +199,11 @@ ring::RingGeometry Loader::Impl::geometry() const {
   // A window of the epoch's order, not all of it (publish_more): an
   // ImageNet epoch would otherwise hold 2 x 10 MB of shared memory. Shards
   // still being indexed have no size yet: a window.
-  geometry.order_capacity = static_cast<uint64_t>(
-      counter_ ? order_window() : std::min(order_limit(), order_window()));
+  // At least one whole batch: an epoch smaller than one batch (drop_last
+  // off) had a window of 0 batches, so nothing was ever published and the
+  // first next() waited forever.
+  const int64_t entries = counter_ ? order_window() : std::min(order_limit(), order_window());
+  geometry.order_capacity = static_cast<uint64_t>(std::max(entries, options_.batch_size));
   return geometry;
 }
 
