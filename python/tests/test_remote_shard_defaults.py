@@ -80,17 +80,17 @@ def test_a_shuffled_epoch_runs_each_command_once(tmp_path, private_tmp):
 
 def test_the_first_batch_does_not_wait_for_the_shuffle_buffer(tmp_path, private_tmp):
     # 30 shards of 40: the default buffer (1000) fills only after 26 shards.
-    # Commands past the 14th wait for a gate: the first batch must come
+    # Commands past the 16th wait for a gate: the first batch must come
     # from the shards before it (it used to wait for 1000 + 8 samples).
     shards = make_shards(tmp_path, 40, 1200)
     gate = tmp_path / "gate"
     # The wait lets the loader say its shard order before the indexer's
     # first 8 streams are done with shards 0-7; the ticket is a counter
     # under flock.
-    prelude = (f"sleep 0.5\nexec 9>>{tmp_path}/ticket.lock\nflock 9\n"
+    prelude = (f"sleep 1\nexec 9>>{tmp_path}/ticket.lock\nflock 9\n"
                f"n=$(( $(cat {tmp_path}/ticket 2>/dev/null || echo 0) + 1 ))\n"
                f"echo $n > {tmp_path}/ticket\nflock -u 9\n"
-               f"if [ $n -gt 14 ]; then while [ ! -e {gate} ]; do sleep 0.02; done; fi")
+               f"if [ $n -gt 16 ]; then while [ ! -e {gate} ]; do sleep 0.02; done; fi")
     urls, log = logged_urls(tmp_path, shards, prelude)
     dataset = ringloader.datasets.TarShards(urls, PIPELINE)
     loader = ringloader.DataLoader(dataset, batch_size=8, shuffle=True, num_workers=2, seed=3)
@@ -100,7 +100,7 @@ def test_the_first_batch_does_not_wait_for_the_shuffle_buffer(tmp_path, private_
         it = iter(loader)
         x, _ = next(it)
         assert not gate.exists(), "the first batch waited for the whole shuffle buffer"
-        assert x.shape == (8, 3, 8, 8) and len(runs(log)) <= 14
+        assert x.shape == (8, 3, 8, 8) and len(runs(log)) <= 16
         gate.touch()
         assert 1 + sum(1 for _ in it) == 150
     finally:

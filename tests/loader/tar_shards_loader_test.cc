@@ -240,11 +240,19 @@ TEST_F(TarShardsLoader, CachedPipeShardsAreFetchedOncePerNode) {
   const std::string url = "pipe:echo run >> '" + counter + "'; cat '" + pattern_ + "'";
   Dataset local = Dataset::tar_shards({pattern_});
   EpochRun reference = run(local, 2, 2);
-  // Today: every worker streams the shards it reads, again each epoch.
-  Dataset streamed = Dataset::tar_shards({url});
+  // Without a cache: every worker streams the shards it reads, again each
+  // epoch.
+  TarShardOptions stream_options;
+  stream_options.private_cache = false;
+  Dataset streamed = Dataset::tar_shards({url}, stream_options);
   expect_same(run(streamed, 2, 2), reference, "streamed");
   const int streamed_runs = count_lines(counter);
   EXPECT_GT(streamed_runs, 5 + 5);
+  // The default, a private cache: fetched once by the indexer (issue 46).
+  std::filesystem::remove(counter);
+  Dataset private_cached = Dataset::tar_shards({url});
+  expect_same(run(private_cached, 2, 2), reference, "private cache");
+  EXPECT_EQ(count_lines(counter), 5);
   // Cached: indexing fetches each shard once; workers read the copies.
   std::filesystem::remove(counter);
   TarShardOptions cached_options;

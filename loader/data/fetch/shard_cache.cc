@@ -170,9 +170,29 @@ bool ShardCache::prefetch(const std::string& url, uint64_t expected_bytes) {
   return fetches() > before;
 }
 
+void ShardCache::abandon() {
+  abandoned_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(active_mutex_);
+  for (PipeInput* input : active_) input->abandon();
+}
+
+void ShardCache::track(PipeInput* input, bool add) {
+  std::lock_guard<std::mutex> lock(active_mutex_);
+  if (!add) {
+    active_.erase(std::find(active_.begin(), active_.end(), input));
+    return;
+  }
+  active_.push_back(input);
+  // abandon() may have run before the command started.
+  if (abandoned_.load(std::memory_order_acquire)) input->abandon();
+}
+
 int ShardCache::fetch_locked(const std::string& url, uint64_t expected_bytes) {
   std::string last_error;
   for (int attempt = 1; attempt <= options_.fetch_attempts;) {
+    if (abandoned_.load(std::memory_order_acquire)) {
+      throw IoError("ringloader: shard " + url + ": fetch abandoned (its dataset was dropped)");
+    }
     try {
       uint64_t bytes = fetch_once(url, expected_bytes);
       fetches_.fetch_add(1, std::memory_order_relaxed);
@@ -231,8 +251,23 @@ uint64_t ShardCache::fetch_once(const std::string& url, uint64_t expected_bytes)
   try {
     Fd err_fd(is_pipe_url(url) ? folder_->open(err, O_WRONLY | O_CREAT | O_EXCL) : -1);
     std::unique_ptr<ShardInput> input;
-    if (is_pipe_url(url)) input = std::make_unique<PipeInput>(url, err_fd.fd);
-    else input = std::make_unique<FileInput>(url);
+    PipeInput* command = nullptr;
+    if (is_pipe_url(url)) {
+      auto pipe = std::make_unique<PipeInput>(url, err_fd.fd);
+      command = pipe.get();
+      input = std::move(pipe);
+    } else {
+      input = std::make_unique<FileInput>(url);
+    }
+    // Untracked before `input` goes: abandon() never reaches a freed one.
+    struct Tracked {
+      ShardCache* cache;
+      PipeInput* input;
+      ~Tracked() {
+        if (input) cache->track(input, false);
+      }
+    } tracked{this, command};
+    if (command) track(command, true);
     std::vector<uint8_t> buffer(kBufferBytes);
     for (;;) {
       size_t got = input->read(buffer.data(), buffer.size());  // throws on a bad exit

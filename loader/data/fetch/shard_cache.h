@@ -39,7 +39,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "loader/data/fetch/shard_input.h"
 
@@ -83,6 +85,11 @@ class ShardCache {
   std::shared_ptr<FileInput> open(const std::string& url, uint64_t expected_bytes);
   // Fetches `url` unless it is cached; returns whether it fetched.
   bool prefetch(const std::string& url, uint64_t expected_bytes);
+  // Any thread: ends the commands this object's fetches are running
+  // (SIGTERM to their groups) and fails its fetches from now on (IoError),
+  // so an owner being destroyed (a dataset dropped mid-index) never waits
+  // for a stalled command.
+  void abandon();
 
   // File name stem of `url` in the folder: "<fnv64 hex>-<tail of url>".
   static std::string name_for(const std::string& url);
@@ -106,7 +113,13 @@ class ShardCache {
   // a full disk).
   uint64_t fetch_once(const std::string& url, uint64_t expected_bytes);
 
+  // The commands of fetches in progress (abandon()).
+  void track(PipeInput* input, bool add);
+
   ShardCacheOptions options_;
+  std::mutex active_mutex_;
+  std::vector<PipeInput*> active_;
+  std::atomic<bool> abandoned_{false};
   // Shared with the deleters of the copies handed out, which may outlive us.
   std::shared_ptr<CacheFolder> folder_;
   std::atomic<int64_t> fetches_{0};

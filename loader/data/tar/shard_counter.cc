@@ -56,6 +56,8 @@ ShardCounter::~ShardCounter() {
       if (shard.pipe) shard.pipe->abandon();
     }
   }
+  // Fetches into a cache run their commands inside it.
+  if (shard_cache_) shard_cache_->abandon();
   for (std::thread& thread : threads_) thread.join();
 }
 
