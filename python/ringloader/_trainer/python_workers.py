@@ -24,6 +24,7 @@ from ringloader import _exceptions, _ringloader
 from ringloader._trainer import fork_threads as _fork_threads
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import fork_hygiene as _fork_hygiene
 from ringloader._workers import zygote as _zygote
 from ringloader._ringloader import OptionError, WorkerError
 
@@ -81,7 +82,7 @@ class _Zygote:
             if pid == 0:  # the zygote: never returns
                 ours.close()
                 os.environ[_ZYGOTE_ENV] = "1"
-                _zygote.forget_partial_imports()
+                _fork_hygiene.forget_partial_imports()
                 _zygote.zygote_main(theirs.detach(), self.owner)
             self.pid = pid
         else:

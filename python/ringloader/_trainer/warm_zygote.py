@@ -17,7 +17,7 @@ It holds every module the trainer had imported, and forks that loader's
 servers for as long as the loader lives. Where the trainer cannot be
 forked at ``iter()`` (pyarrow's and tqdm's threads, CUDA), the trainer's
 zygote forks the loader's one instead, which unpickles the dataset once to
-import what it needs (_workers/loader_zygote.py). Each epoch's servers
+import what it needs (_workers/zygote.py, _fork_loader_zygote). Each epoch's servers
 still unpickle the dataset as it is at that ``iter()``: a fresh copy for
 every worker, as torch's re-created workers get.
 
@@ -81,7 +81,7 @@ class LoaderZygote:
 
 
 class _ChildZygote(_python_workers._Zygote):
-    """A loader's zygote forked by the trainer's (_workers/loader_zygote.py),
+    """A loader's zygote forked by the trainer's (_workers/zygote.py, _fork_loader_zygote),
     held by a pidfd (it is not the trainer's child), warmed with `payload`:
     it unpickles it once before it serves."""
 

@@ -31,6 +31,7 @@ connection only once _stub_gate has checked who is on the other end, and
 never blocks on one (a bad or silent peer costs its connection only).
 """
 import ctypes
+import gc
 import os
 import pickle
 import select
@@ -42,6 +43,7 @@ import time
 import traceback
 
 from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers.fork_hygiene import drop_inherited_descriptors
 from ringloader._workers.stub_gate import STUB_FDS
 
 # Connections past the uid and parent checks, not yet handed over: more
@@ -88,52 +90,6 @@ def recv_exact(sock, size):
 def recv_frame(sock):
     (size,) = struct.unpack("<Q", recv_exact(sock, 8))
     return recv_exact(sock, size)
-
-
-def forget_partial_imports():
-    """In a zygote forked while the trainer was importing (``import
-    ringloader`` at the top of the user's module): modules whose import was
-    still running lack what their body defines later (the dataset class).
-    Drop them, so unpickling imports them afresh. ringloader itself is
-    complete (prestart is the last line of its __init__).
-
-    The modules dropped stay referenced, and everything the trainer made is
-    frozen out of the garbage collector (gc.freeze): no finaliser of the
-    trainer's objects runs in this fork, and collections do not write to
-    (and so copy) the pages it shares with the trainer."""
-    import gc
-    for name, module in list(sys.modules.items()):
-        spec = getattr(module, "__spec__", None)
-        if (getattr(spec, "_initializing", False) and name != "ringloader"
-                and not name.startswith("ringloader.")):
-            _DROPPED.append(sys.modules.pop(name))
-    gc.freeze()
-
-
-_DROPPED = []
-
-
-def drop_inherited_descriptors(keep):
-    """A forked zygote starts with every descriptor the trainer had at
-    ``import ringloader``: files (and the flock locks on them), sockets,
-    pipes. Holding them would keep them open, and those locks held, for the
-    trainer's whole life, in every server and worker too. Each one not in
-    `keep` is pointed at /dev/null rather than closed: its number stays
-    taken, so a finaliser of a trainer object that still names it can never
-    close a descriptor the zygote opens later."""
-    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    try:
-        for name in os.listdir("/proc/self/fd"):
-            fd = int(name)
-            if fd in keep or fd == null:
-                continue
-            try:
-                os.fstat(fd)  # the listing's own descriptor is closed by now
-            except OSError:
-                continue
-            os.dup2(null, fd, inheritable=False)
-    finally:
-        os.close(null)
 
 
 def zygote_main(control_fd, trainer_pid):
@@ -188,8 +144,7 @@ def _serve(control):
             _close_fds(fds)
             return
         if message == b"Z":  # a loader's own zygote
-            from ringloader._workers import loader_zygote
-            loader_zygote.fork(control, fds)
+            _fork_loader_zygote(control, fds)
             continue
         sys.stdout.flush()
         sys.stderr.flush()
@@ -209,6 +164,39 @@ def _serve(control):
                 sys.stderr.flush()
                 os._exit(code)
         _close_fds(fds)
+
+
+def _fork_loader_zygote(control, fds):
+    """A loader's own zygote (_trainer/warmpy), for a trainer that
+    cannot be forked itself: it sends its pid, unpickles the loader's
+    dataset once (importing what it needs: the servers it forks then import
+    nothing) and serves as this zygote does, on fds[0]."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        control.close()
+        _close_fds(fds[1:])
+        die_with_parent()
+        set_name("rl-zygote")
+        try:
+            with socket.socket(fileno=fds[0]) as own:
+                own.sendall(struct.pack("<q", os.getpid()))
+                header = pickle.loads(recv_frame(own))
+                apply_header(header)
+                payload = recv_frame(own)
+                try:
+                    pickle.loads(payload)  # for its imports: the copy is dropped
+                except Exception:  # noqa: BLE001  (each server reports it, as before)
+                    pass
+                del payload
+                gc.collect()
+                _serve(own)
+        except BaseException:  # noqa: BLE001  (a forked child must not return)
+            traceback.print_exc()
+        finally:
+            os._exit(0)
+    _close_fds(fds)
 
 
 def apply_header(header):

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""What a process forked from the trainer drops of it before it serves: the
+modules whose import was still running, and the descriptors it inherited.
+The trainer's zygote (zygote.py) calls both; so does a zygote started by
+fork in _trainer/python_workers.py."""
+import os
+import sys
+
+
+def forget_partial_imports():
+    """In a zygote forked while the trainer was importing (``import
+    ringloader`` at the top of the user's module): modules whose import was
+    still running lack what their body defines later (the dataset class).
+    Drop them, so unpickling imports them afresh. ringloader itself is
+    complete (prestart is the last line of its __init__).
+
+    The modules dropped stay referenced, and everything the trainer made is
+    frozen out of the garbage collector (gc.freeze): no finaliser of the
+    trainer's objects runs in this fork, and collections do not write to
+    (and so copy) the pages it shares with the trainer."""
+    import gc
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if (getattr(spec, "_initializing", False) and name != "ringloader"
+                and not name.startswith("ringloader.")):
+            _DROPPED.append(sys.modules.pop(name))
+    gc.freeze()
+
+
+_DROPPED = []
+
+
+def drop_inherited_descriptors(keep):
+    """A forked zygote starts with every descriptor the trainer had at
+    ``import ringloader``: files (and the flock locks on them), sockets,
+    pipes. Holding them would keep them open, and those locks held, for the
+    trainer's whole life, in every server and worker too. Each one not in
+    `keep` is pointed at /dev/null rather than closed: its number stays
+    taken, so a finaliser of a trainer object that still names it can never
+    close a descriptor the zygote opens later."""
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        for name in os.listdir("/proc/self/fd"):
+            fd = int(name)
+            if fd in keep or fd == null:
+                continue
+            try:
+                os.fstat(fd)  # the listing's own descriptor is closed by now
+            except OSError:
+                continue
+            os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
