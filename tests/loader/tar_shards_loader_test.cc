@@ -140,14 +140,17 @@ TEST_F(TarShardsLoader, MemberBytesAreTheImageFilesBytes) {
   EXPECT_THROW(folder.tar_member_bytes(0), OptionError);
 }
 
-// A pipe: command runs in a worker; it must not inherit the ring (or any
+// A pipe: command streamed by a worker (private_cache off: with it, the
+// trainer's indexer fetches most shards) must not inherit the ring (or any
 // memfd of the loader): it would keep the ring allocated after its worker
 // died. Each command lists its own descriptors before it streams its shard.
 TEST_F(TarShardsLoader, PipeCommandsInheritNoLoaderDescriptor) {
   const std::string listings = dir_ / "fds";
   ASSERT_EQ(mkdir(listings.c_str(), 0700), 0);
+  TarShardOptions streamed;
+  streamed.private_cache = false;
   Dataset piped = Dataset::tar_shards(
-      {"pipe:ls -l /proc/self/fd > '" + listings + "'/$$.txt; cat '" + pattern_ + "'"});
+      {"pipe:ls -l /proc/self/fd > '" + listings + "'/$$.txt; cat '" + pattern_ + "'"}, streamed);
   const int at_construction = static_cast<int>(
       std::distance(std::filesystem::directory_iterator(listings),
                     std::filesystem::directory_iterator()));
