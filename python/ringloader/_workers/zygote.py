@@ -167,7 +167,7 @@ def _serve(control):
 
 
 def _fork_loader_zygote(control, fds):
-    """A loader's own zygote (_trainer/warmpy), for a trainer that
+    """A loader's own zygote (_trainer/warm_zygote.py), for a trainer that
     cannot be forked itself: it sends its pid, unpickles the loader's
     dataset once (importing what it needs: the servers it forks then import
     nothing) and serves as this zygote does, on fds[0]."""
