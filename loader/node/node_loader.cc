@@ -25,6 +25,7 @@
 #include "loader/node/node_order.h"
 #include "loader/node/node_socket.h"
 #include "loader/ring/futex.h"
+#include "loader/ring/process_owned.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/loader_access.h"
 #include "loader/trainer/ring_sizing.h"
@@ -168,6 +169,7 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
         [memory](uint32_t lane) { return memory->lane_handle(lane); });
   }
 
+  bool made_here() const { return maker_.here(); }
   ~Impl() {
     stop();
     if (thread_.joinable()) thread_.join();
@@ -247,6 +249,7 @@ class RINGLOADER_HIDDEN NodeLoader::Impl {
   std::unique_ptr<node::AttachListener> listener_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> serving_{false};
+  ring::MakingProcess maker_;
   mutable std::mutex mutex_;  // stats_, thread_
   int64_t batches_ = 0;
   double lane_wait_s_ = 0;
@@ -483,7 +486,11 @@ NodeLoader::NodeLoader(Dataset dataset, Pipeline pipeline, LoaderOptions options
                        NodeOptions node)
     : impl_(std::make_unique<Impl>(std::move(dataset), std::move(pipeline), options,
                                    std::move(node))) {}
-NodeLoader::~NodeLoader() = default;
+NodeLoader::~NodeLoader() {
+  // A fork child's copy: the serving thread, the listener and the lanes are
+  // the parent's (ring/process_owned.h).
+  if (impl_ && !impl_->made_here()) (void)impl_.release();
+}
 void NodeLoader::serve() { impl_->serve(); }
 void NodeLoader::start() { impl_->start(); }
 void NodeLoader::stop() { impl_->stop(); }

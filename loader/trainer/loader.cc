@@ -13,7 +13,11 @@ Loader::Loader(Dataset dataset, Pipeline pipeline, LoaderOptions options)
                                    std::move(options))) {}
 Loader::Loader(ExternalWorkers workers, LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(workers), std::move(options))) {}
-Loader::~Loader() = default;
+Loader::~Loader() {
+  // A fork child's copy: the workers, threads and shard commands it names
+  // are the parent's (ring/process_owned.h).
+  if (impl_ && !impl_->made_here()) (void)impl_.release();
+}
 
 void Loader::set_epoch(int64_t epoch) { impl_->set_epoch(epoch); }
 void Loader::set_order(std::vector<int64_t> indices) {

@@ -2,7 +2,8 @@
 """A trainer that forks (os.fork: a helper process, multiprocessing's fork
 start method) must not touch its loader's shared state from the child:
 neither its workers (a shutdown) nor its slots (a batch freed by the child's
-garbage collector). The parent's epoch stays identical to torch's."""
+garbage collector), nor the threads and shard commands it started. The
+parent's epoch stays identical to torch's."""
 import gc
 import os
 
@@ -67,3 +68,24 @@ def test_fork_child_leaves_python_workers_and_slots_alone():
         lambda: ringloader.DataLoader(Numbers(), batch_size=4, num_workers=2,
                                       ring_slots=3),
         lambda: torch.utils.data.DataLoader(Numbers(), batch_size=4))
+
+
+def test_fork_child_leaves_shard_indexing_and_commands_alone(tmp_path):
+    """pipe: shards still being indexed at the fork: the loader's copy in
+    the child names the parent's indexing threads and shard commands.
+    Before, the child's collector joined threads it does not have (SIGSEGV)
+    and would SIGTERM the parent's commands."""
+    from test_remote_shard_defaults import make_shards
+    shards = make_shards(tmp_path, 4, 64)
+    log = tmp_path / "runs.log"
+    fetch = tmp_path / "fetch.sh"
+    fetch.write_text(f'sleep 0.2\necho "$1" >> {log}\ncat "$1"\n')
+    pipeline = ringloader.transforms.Compose([ringloader.transforms.Resize((8, 8)),
+                                              ringloader.transforms.ToTensor()])
+
+    def loader_of(urls):
+        return ringloader.DataLoader(ringloader.datasets.TarShards(urls, pipeline),
+                                     batch_size=4, num_workers=2, ring_slots=3)
+    _check_parent_goes_on(lambda: loader_of([f"pipe:sh {fetch} {s}" for s in shards]),
+                          lambda: loader_of(shards))
+    assert sorted(log.read_text().split()) == sorted(shards), "a command ran twice"

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <thread>
 
 #include "ringloader/ringloader.h"
@@ -179,6 +180,41 @@ TEST_F(NodeTest, AStoppedNodeFailsTheWaitingTrainerPromptly) {
       NodeError);
   stopper.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+}
+
+// A child forked by the node's process (a helper, multiprocessing's fork)
+// that drops its copy of the NodeLoader: the serving thread, the listener
+// and the node's state are the parent's. Before, the child joined a thread
+// it does not have and marked the shared node stopped (its trainers then
+// failed with "the node stopped").
+TEST_F(NodeTest, AForkChildDroppingItsCopyLeavesTheNodeServing) {
+  NodeOptions node = node_options(unique_name("fork"), 1);
+  node.epochs = 1;
+  auto server = std::make_unique<NodeLoader>(dataset_, Pipeline{CenterCrop(8)}, options(4, 1),
+                                             node);
+  server->start();
+  auto trainer = std::make_unique<AttachedLoader>(node.name, lane(0));
+  ASSERT_TRUE(trainer->next().has_value());
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    trainer.reset();
+    server.reset();
+    _exit(0);
+  }
+  ASSERT_EQ(testing::child_ending(child, 10), "exit 0");
+  int batches = 1;
+  while (trainer->next()) ++batches;
+  EXPECT_EQ(batches, 6);  // 21 samples in batches of 4
+  // The node ended its epoch itself: the child did not mark it stopped.
+  try {
+    trainer->next();
+    FAIL() << "no error after the node's last epoch";
+  } catch (const NodeError& error) {
+    EXPECT_NE(std::string(error.what()).find("served its 1 epoch"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST_F(NodeTest, RefusalsNameTheReason) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -169,6 +170,39 @@ TEST_F(StreamedEpoch, ADatasetDroppedMidIndexEndsItsCommands) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// A child forked mid-index (by the trainer, a helper, multiprocessing's
+// fork) that drops its copies of the Dataset and the Loader: their threads
+// and shard commands are the parent's. Before, the child joined indexing
+// threads it does not have (SIGSEGV, or a hang) and SIGTERMed the parent's
+// commands, failing the parent's shards.
+TEST_F(StreamedEpoch, AForkChildDroppingItsCopiesLeavesTheParentsIndexingAlone) {
+  auto dataset = std::make_unique<Dataset>(Dataset::tar_shards(gated_urls(0)));
+  ASSERT_NE(dataset->background_index(), nullptr);
+  auto loader = std::make_unique<Loader>(*dataset, Pipeline{Resize({8, 8}), ToTensor()},
+                                         loader_options(2, false, false));
+  loader->begin_epoch();
+  std::optional<Batch> first = loader->next();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_NE(dataset->background_index(), nullptr) << "indexing must still run at the fork";
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    first.reset();
+    loader.reset();
+    dataset.reset();
+    _exit(0);
+  }
+  ASSERT_EQ(testing::child_ending(child, 10), "exit 0");
+  open_gate();
+  std::set<int64_t> seen;
+  for (int64_t index : by_index(first->sample_indices)) seen.insert(index);
+  while (std::optional<Batch> batch = loader->next()) {
+    for (int64_t index : by_index(batch->sample_indices)) seen.insert(index);
+  }
+  EXPECT_EQ(seen.size(), 30u) << "the parent's shard commands were ended by the child";
 }
 
 TEST_F(StreamedEpoch, AStateSavedMidEpochResumesInAnIndexedLoader) {

@@ -40,6 +40,10 @@ std::string sibling_executable(const std::string& name);
 int count_ringloader_fds();
 int count_ringloader_mappings();
 bool process_alive(int pid);
+// Waits up to `timeout_s` for child `pid` and says how it ended: "exit 0",
+// "exit 3", "signal 11", or "hung" (then it is killed and reaped), so a
+// child that hangs fails its test instead of stalling the suite.
+std::string child_ending(int pid, double timeout_s);
 
 LoaderOptions make_options(int batch_size, int num_workers);
 

@@ -116,12 +116,15 @@ void PipeInput::spawn(const std::string& command, int stderr_fd) {
 }
 
 void PipeInput::abandon() {
+  if (!maker_.here()) return;
   std::lock_guard<std::mutex> lock(pid_mutex_);
   if (pid_ > 0) kill(-pid_, SIGTERM);
 }
 
 PipeInput::~PipeInput() {
   if (fd_ >= 0) close(fd_);
+  // A fork child: the mutex may be held by a thread it does not have.
+  if (!maker_.here()) return;
   std::lock_guard<std::mutex> lock(pid_mutex_);
   if (pid_ > 0) {
     kill(-pid_, SIGTERM);  // the command may not be writing (and see no SIGPIPE)

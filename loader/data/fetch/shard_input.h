@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "loader/ring/process_owned.h"
+
 namespace ringloader::data {
 
 bool is_pipe_url(const std::string& url);
@@ -82,6 +84,9 @@ class PipeInput final : public ShardInput {
   // signal a group whose leader was reaped (its id may be reused).
   std::mutex pid_mutex_;
   pid_t pid_ = -1;
+  // Only the process that started the command signals and reaps it (a
+  // fork child's copy of this input is not its reader).
+  ring::MakingProcess maker_;
 };
 
 std::unique_ptr<ShardInput> open_shard(const std::string& url);

@@ -8,6 +8,7 @@
 #include "loader/data/tar/tar_index.h"
 #include "loader/data/tar/tar_manifest.h"
 #include "loader/data/tar/tar_member_reader.h"
+#include "loader/ring/process_owned.h"
 #include "ringloader/dataset.h"
 #include "ringloader/errors.h"
 
@@ -46,8 +47,10 @@ Dataset Dataset::tar_shards(const std::vector<std::string>& urls,
                                      [](const std::string& url) { return data::is_pipe_url(url); });
   const bool user_cache = cache.enabled();
   if (!user_cache && all_pipes && options.private_cache) shards.cache = private_cache(cache);
-  auto counter = std::make_shared<data::ShardCounter>(std::move(shards), false,
-                                                      options.index_streams);
+  // Its threads and commands stay the making process's (a fork child's copy
+  // of the Dataset leaks it).
+  auto counter = ring::make_shared_process_owned<data::ShardCounter>(std::move(shards), false,
+                                                                     options.index_streams);
   if (!options.index_in_background || user_cache || !all_pipes) {
     return from_tar_index(counter->finish(), options.mode);
   }
