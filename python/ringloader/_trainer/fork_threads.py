@@ -2,17 +2,33 @@
 """Whether the threads of this process, other than the caller, make a fork
 unsafe (a lock held by a thread the child loses).
 
-One kind does not: the pool of OpenBLAS, which PyPI's numpy bundles and
+Three kinds do not, each recognised while it is idle:
+
+- The pool of OpenBLAS, which PyPI's numpy bundles and
 starts at import (nproc - 1 threads), so a trainer with PyPI's torch (it
 imports numpy) is never single-threaded. OpenBLAS shuts its pool down
 before a fork (pthread_atfork) and starts it again when next needed, in
 parent and child alike. Debian's numpy uses the reference BLAS: no pool.
 
-A pool thread is recognised by where it waits: in futex() on a word inside
-the OpenBLAS library's own mappings (its condition variable, thread_status).
-Any other thread, or a pool thread that is busy, counts as unsafe."""
+  A pool thread is recognised by where it waits: in futex() on a word
+  inside the OpenBLAS library's own mappings (its condition variable,
+  thread_status).
+- jemalloc's background purging thread ("jemalloc_bg_thd"), which pyarrow
+  (Hugging Face ``datasets``) starts at load. jemalloc takes every one of
+  its mutexes in a pthread_atfork handler and resets its background state
+  in the child, so a fork never inherits one held. Recognised by its name,
+  asleep in futex().
+- tqdm's monitor thread (``tqdm._monitor.TMonitor``, started by any
+  progress bar, ``datasets.load_dataset``'s among them) while it sleeps in
+  ``Event.wait``: it takes tqdm's lock only after that wait returns, and
+  the wait's own lock is released while it sleeps (Condition.wait).
+  Recognised by its Python frames.
+
+torch's DataLoader forks its workers with all of these running. Any other
+thread, or one of these that is busy, counts as unsafe."""
 import os
 import platform
+import sys
 import threading
 
 # futex's syscall number, as /proc/<tid>/syscall shows it.
@@ -47,6 +63,47 @@ def _waits_in(tid, ranges):
     return any(low <= word < high for low, high in ranges)
 
 
+def _sleeps_in_futex(tid):
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as syscall:
+            return int(syscall.read().split()[0]) == _FUTEX
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _jemalloc_idle(tid):
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as comm:
+            name = comm.read().strip()
+    except OSError:
+        return False
+    return name == "jemalloc_bg_thd" and _sleeps_in_futex(tid)
+
+
+# (module, class, method) of a Python thread's run() that holds no lock
+# while it sleeps in Event.wait there.
+_IDLE_PYTHON_THREADS = {("tqdm._monitor", "TMonitor", "run")}
+
+
+def _idle_python_threads():
+    """Native ids of Python threads asleep where they hold no lock."""
+    frames = sys._current_frames()
+    idle = set()
+    for thread in threading.enumerate():
+        kind = (type(thread).__module__, type(thread).__name__, "run")
+        frame = frames.get(thread.ident)
+        if kind not in _IDLE_PYTHON_THREADS or frame is None or thread.native_id is None:
+            continue
+        # Condition.wait <- Event.wait <- the known run(), innermost first.
+        chain = []
+        while frame is not None and len(chain) < 3:
+            chain.append((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
+            frame = frame.f_back
+        if chain[:2] == [("threading.py", "wait")] * 2 and chain[2][1] == "run":
+            idle.add(str(thread.native_id))
+    return idle
+
+
 def other_threads_unsafe():
     """True when a thread besides the caller could hold a lock at a fork."""
     me = str(threading.get_native_id())
@@ -56,6 +113,12 @@ def other_threads_unsafe():
             return False
         if _FUTEX is None:
             return True
+        others = [tid for tid in others if not _jemalloc_idle(tid)]
+        python_idle = _idle_python_threads()
+        others = [tid for tid in others
+                  if not (tid in python_idle and _sleeps_in_futex(tid))]
+        if not others:
+            return False
         ranges = _openblas_ranges()
     except OSError:
         return True

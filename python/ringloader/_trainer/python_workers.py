@@ -186,9 +186,9 @@ def _private_bytes():
 
 
 def _fork_is_safe():
-    """Forking the trainer is safe while it runs one thread (OpenBLAS's
-    idle pool aside: _fork_threads) and has not initialised CUDA (what
-    torch's own fork start method assumes too).
+    """Forking the trainer is safe while it runs one thread (idle threads
+    of OpenBLAS, jemalloc and tqdm aside: _fork_threads) and has not
+    initialised CUDA (what torch's own fork start method assumes too).
     It is also cheap only while the trainer is small: see
     _FORK_MAX_PRIVATE_BYTES."""
     if os.environ.get("RINGLOADER_ZYGOTE") == "spawn":
@@ -289,14 +289,20 @@ class PythonWorkers:
     (the encoded part of each slot: virtual, committed as written).
 
     `seeding` "torch" (_seeding.py): no workers until restart() gives them
-    the base seed of an iterator."""
+    the base seed of an iterator. `loader_zygote` (_warm_zygote.LoaderZygote,
+    or None): the loader's own zygote, which forks its servers when it
+    could be forked (they then import none of the trainer's modules again)."""
 
     # The zygote its servers come from: None for the trainer's (_Zygote).
     zygote = None
+    # The loader's own zygote that gives `zygote` at each start (None: an
+    # IterableDataset's stream workers, whose loader sets `zygote` itself).
+    _loader_zygote = None
 
     def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching,
-                 seeding="ringloader"):
+                 seeding="ringloader", loader_zygote=None):
         self.options, self.seeding = options, seeding
+        self._loader_zygote = loader_zygote
         self.max_pickled_bytes = max_pickled_bytes
         self.batching = batching
         self.extra = {"worker_init_fn": worker_init_fn, "seed": seed,
@@ -345,6 +351,8 @@ class PythonWorkers:
                               f"the worker processes: {error}") from error
 
     def _start(self, dataset):
+        if self._loader_zygote is not None:
+            self.zygote = self._loader_zygote.get()  # None: the trainer's serves
         # The stubs' proof that the trainer's pool started them: their
         # config memfd holds it (see _stub_gate).
         token = _stub_gate.new_token()

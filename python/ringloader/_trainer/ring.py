@@ -10,6 +10,7 @@ from ringloader._trainer import batches as _batches
 from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import state as _state
 from ringloader._trainer import stream as _stream
+from ringloader._trainer import warm_zygote as _warm_zygote
 from ringloader._trainer.backend import Backend, draw_base_seed
 from ringloader._trainer.iterator import CppWorkersIterator, PythonWorkersIterator
 
@@ -148,8 +149,12 @@ class PythonWorkersBackend(RingBackend):
             reuse.generation += 1
             self._workers = reuse._workers
             return
+        # Servers forked by a zygote of the loader's own (a fork of the
+        # trainer, taken while safe) import none of the modules the trainer
+        # imported after ringloader again: `datasets` cost ~2 s a loader.
         self._workers = _python_workers.PythonWorkers(
-            dataset, options, worker_init_fn, seed, max_pickled_bytes, batching, seeding)
+            dataset, options, worker_init_fn, seed, max_pickled_bytes, batching, seeding,
+            _warm_zygote.LoaderZygote())
 
     def _reusable(self, config, custom_batches):
         """These workers serve `config` (attributes set after construction

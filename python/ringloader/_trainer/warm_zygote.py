@@ -9,14 +9,15 @@ paid at every ``iter()`` of an IterableDataset loader, whose workers torch
 re-creates each epoch. torch's workers are forks of the trainer, which has
 those modules already.
 
-So a loader over an IterableDataset forks a zygote of its own from the
-trainer when it is built, if that is safe then (one thread, CUDA
+So a loader with Python workers (an IterableDataset's, or a map-style
+dataset's loader server) forks a zygote of its own from the trainer, if
+that is safe then (no thread but idle ones known to be harmless, CUDA
 untouched, a small heap: _python_workers._fork_is_safe, the rule the
-trainer's zygote follows), and again at a later ``iter()`` if it was not.
+trainer's zygote follows), and again later if it was not.
 It holds every module the trainer had imported, and forks that loader's
 servers for as long as the loader lives. Where the trainer cannot be
-forked at ``iter()`` (pyarrow's and tqdm's threads, CUDA), the trainer's
-zygote forks the loader's one instead, which unpickles the dataset once to
+forked at ``iter()`` (threads of its own, CUDA), an IterableDataset
+loader has the trainer's zygote fork its one instead, which unpickles the dataset once to
 import what it needs (_workers/zygote.py, _fork_loader_zygote). Each epoch's servers
 still unpickle the dataset as it is at that ``iter()``: a fresh copy for
 every worker, as torch's re-created workers get.
