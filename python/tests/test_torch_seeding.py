@@ -5,7 +5,10 @@ worker base_seed + id for torch and random and torch's numpy state, the
 user's worker_init_fn after) and batches dealt round-robin, so that an
 augmented torchvision run gives torch's batches line for line. The default
 (per-sample streams) does not."""
+import functools
+import os
 import random
+import time
 
 import numpy as np
 import pytest
@@ -93,3 +96,51 @@ def test_torch_seeding_keeps_python_workers_and_refuses_seed(folder):
         ringloader.DataLoader(_augmented(folder), num_workers=2, seeding="torch", seed=3)
     with pytest.raises(ValueError, match="seeding must be"):
         ringloader.DataLoader(_augmented(folder), num_workers=2, seeding="numpy")
+
+
+def _record_seeds(folder, worker_id):
+    """worker_init_fn: writes what this worker sees (every worker runs it,
+    whether or not it gets a batch)."""
+    info = torch.utils.data.get_worker_info()
+    with open(os.path.join(folder, f"{worker_id}-{os.getpid()}"), "w") as out:
+        out.write(f"{worker_id} {torch.initial_seed()} {info.seed}")
+
+
+def _seeds_seen(folder, loader):
+    """What each of the loader's 2 workers saw: its workers live while an
+    iterator does (persistent), so each runs worker_init_fn in time."""
+    iterator = iter(loader)
+    next(iterator)
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    rows = []
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as seen:
+            rows.append(tuple(int(x) for x in seen.read().split()))
+        os.remove(os.path.join(folder, name))
+    return sorted(rows)
+
+
+@pytest.mark.parametrize("seeding", ["ringloader", "torch"])
+def test_worker_init_fn_sees_torchs_worker_seed_after_the_trainer_seeded(seeding, tmp_path):
+    """What Lightning's pl_worker_init_function reads: the base seed is
+    torch.initial_seed() - worker_id, as in torch's workers. Before, a
+    trainer seeded with 0 (seed_everything(0)) gave workers forked from it
+    initial_seed() 0, a base seed of -1 for worker 1, and numpy's
+    SeedSequence refused it: the worker died before it started."""
+    record = functools.partial(_record_seeds, str(tmp_path))
+    data = torch.utils.data.TensorDataset(torch.arange(8))
+    torch.manual_seed(0)
+    ours = _seeds_seen(tmp_path, ringloader.DataLoader(
+        data, batch_size=2, num_workers=2, worker_init_fn=record, seeding=seeding,
+        persistent_workers=True))
+    torch.manual_seed(0)
+    reference = _seeds_seen(tmp_path, torch.utils.data.DataLoader(
+        data, batch_size=2, num_workers=2, worker_init_fn=record, persistent_workers=True))
+    for seen in (ours, reference):
+        assert [worker for worker, _, _ in seen] == [0, 1]
+        for worker, initial, seed in seen:
+            assert initial == seed and initial - worker >= 0
+    if seeding == "torch":  # the base seed drawn from the trainer's generator
+        assert ours == reference

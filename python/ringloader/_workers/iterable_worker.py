@@ -19,9 +19,10 @@ before died or hung) that is handed anything but the first task of an
 iteration fails it, naming the worker, rather than repeat or skip batches.
 """
 import os
-import random
 import time
 import traceback
+
+from ringloader._workers.torch_seeding import seed_worker
 
 # Tasks per chunk of one iteration's streamed order; a task's epoch is
 # iteration * CHUNK_SPAN + chunk.
@@ -51,22 +52,6 @@ class Snapshot:
         self.batch, self.state = batch, state
 
 
-def _seed(base_seed, worker_id):
-    """torch's _worker_loop: random and torch from base_seed + id, numpy
-    from torch's _generate_state."""
-    import torch
-    from torch.utils.data._utils import worker as torch_worker
-    seed = base_seed + worker_id
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy as np
-        np.random.seed(torch_worker._generate_state(base_seed, worker_id))
-    except ImportError:
-        pass
-    return seed
-
-
 class _Stream:
     """One worker's iterations of the dataset (torch's worker loop)."""
 
@@ -75,7 +60,7 @@ class _Stream:
         self.config = stream = config["iterable"]
         self.dataset = config["dataset"]
         self.worker_id = stream["worker_id"]
-        seed = _seed(stream["base_seed"], self.worker_id)
+        seed = seed_worker(stream["base_seed"], self.worker_id)
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
             dataset=self.dataset)

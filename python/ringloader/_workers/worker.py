@@ -162,9 +162,13 @@ def serve(index, server_pid, config, ring_fd):
     from ringloader import _ringloader
     dataset = config["dataset"]
     torch_seeding = config.get("seeding") == "torch"
-    if torch_seeding:  # torch's _worker_loop, before its WorkerInfo
-        from ringloader._workers.torch_seeding import seed_worker
-        seed_worker(config["seed"], index)
+    # torch's _worker_loop, before its WorkerInfo, in both seedings: a
+    # worker_init_fn may read it back (Lightning's takes the base seed as
+    # torch.initial_seed() - worker_id, and numpy refused the negative one a
+    # trainer's seed_everything(0) left in a worker forked from it). With
+    # ringloader's seeding each sample is then seeded again from its own key.
+    from ringloader._workers.torch_seeding import seed_worker
+    seed_worker(config["seed"], index)
     from torch.utils.data._utils import worker as torch_worker
     torch_worker._worker_info = torch_worker.WorkerInfo(
         id=index, num_workers=config["num_workers"], seed=config["seed"] + index,
