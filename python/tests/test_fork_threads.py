@@ -119,17 +119,23 @@ def _spin(stop):
         hashlib.sha256(block).digest()
 
 
+def _unsafe(thread):
+    """Whether `thread` counts (other threads of the suite may run too)."""
+    return str(thread.native_id) in fork_threads.unsafe_threads()
+
+
 def test_an_idle_jemalloc_background_thread_is_safe():
-    with _Thread("jemalloc_bg_thd", _sleep):
-        assert not fork_threads.other_threads_unsafe()
+    with _Thread("jemalloc_bg_thd", _sleep) as thread:
+        assert not _unsafe(thread)
 
 
 def test_a_busy_jemalloc_thread_or_an_unknown_idle_one_is_not():
-    with _Thread("jemalloc_bg_thd", _spin):
+    with _Thread("jemalloc_bg_thd", _spin) as thread:
         # Between two hashes it takes the GIL (a futex wait): sampled often,
         # it is seen busy.
-        assert any(fork_threads.other_threads_unsafe() for _ in range(50))
-    with _Thread("worker", _sleep):
+        assert any(_unsafe(thread) for _ in range(50))
+    with _Thread("worker", _sleep) as thread:
+        assert _unsafe(thread)
         assert fork_threads.other_threads_unsafe()
 
 
@@ -160,13 +166,13 @@ def test_tqdms_monitor_asleep_in_its_wait_is_safe(module, safe):
     try:
         time.sleep(0.3)
         for _ in range(20):  # asleep in Event.wait (not between two waits)
-            if fork_threads.other_threads_unsafe() != safe:
+            if _unsafe(monitor) != safe:
                 break
             time.sleep(0.01)
-        assert fork_threads.other_threads_unsafe() != safe
+        assert _unsafe(monitor) != safe
         monitor.busy = True  # holds its lock: never safe
         time.sleep(0.2)
-        assert fork_threads.other_threads_unsafe()
+        assert _unsafe(monitor)
     finally:
         monitor.was_killed.set()
         monitor.busy = False
@@ -181,6 +187,6 @@ def test_the_real_tqdm_monitor_is_recognised():
         if monitor is None:
             pytest.skip("tqdm started no monitor thread")
         time.sleep(0.2)
-        assert not fork_threads.other_threads_unsafe()
+        assert not _unsafe(monitor)
     finally:
         bar.close()  # the last bar: tqdm ends its monitor

@@ -104,22 +104,24 @@ def _idle_python_threads():
     return idle
 
 
-def other_threads_unsafe():
-    """True when a thread besides the caller could hold a lock at a fork."""
+def unsafe_threads():
+    """Native ids of the threads besides the caller that could hold a lock
+    at a fork (["?"] when /proc cannot tell)."""
     me = str(threading.get_native_id())
     try:
         others = [tid for tid in os.listdir("/proc/self/task") if tid != me]
-        if not others:
-            return False
-        if _FUTEX is None:
-            return True
-        others = [tid for tid in others if not _jemalloc_idle(tid)]
+        if not others or _FUTEX is None:
+            return others
         python_idle = _idle_python_threads()
-        others = [tid for tid in others
-                  if not (tid in python_idle and _sleeps_in_futex(tid))]
-        if not others:
-            return False
         ranges = _openblas_ranges()
+        return [tid for tid in others
+                if not (_jemalloc_idle(tid)
+                        or (tid in python_idle and _sleeps_in_futex(tid))
+                        or (ranges and _waits_in(tid, ranges)))]
     except OSError:
-        return True
-    return not ranges or not all(_waits_in(tid, ranges) for tid in others)
+        return ["?"]
+
+
+def other_threads_unsafe():
+    """True when a thread besides the caller could hold a lock at a fork."""
+    return bool(unsafe_threads())
