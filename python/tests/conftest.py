@@ -3,6 +3,7 @@ import functools
 import os
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -89,3 +90,29 @@ def write_idx(path, array):
 @pytest.fixture
 def image_folder(tmp_path):
     return write_image_folder(str(tmp_path / "images"))
+
+
+def run_with_import_log(tmp_path, library, script, args=(), **env_overrides):
+    """Runs tmp_path/script.py with tmp_path/<library> importable and
+    IMPORT_LOG naming tmp_path/imports.log (the library logs each process
+    that imports it there); returns (its stdout's last two lines, the log
+    path). Fails the test on a non-zero exit. `env_overrides` set (None:
+    unset) environment variables; RINGLOADER_ZYGOTE is unset by default."""
+    name, source = library
+    (tmp_path / name).write_text(textwrap.dedent(source))
+    (tmp_path / "script.py").write_text(textwrap.dedent(script))
+    log = tmp_path / "imports.log"
+    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p]
+    env = dict(os.environ, IMPORT_LOG=str(log),
+               PYTHONPATH=os.pathsep.join([str(tmp_path), *paths]))
+    env.pop("RINGLOADER_ZYGOTE", None)
+    for key, value in env_overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    done = subprocess.run([sys.executable, str(tmp_path / "script.py"), *args],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-2:], log

@@ -5,12 +5,9 @@ construction while safe, _trainer/warm_zygote.py), so it does not import
 again the modules the trainer imported after ringloader (the ~2 s of
 Hugging Face ``datasets`` a loader paid before its first batch; torch's
 forked workers import nothing)."""
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
+
+from conftest import run_with_import_log
 
 MAPLIB = """
 import os
@@ -52,18 +49,8 @@ print(epochs)
 @pytest.mark.parametrize("persistent, seeding", [
     ("persistent", "ringloader"), ("fresh", "ringloader"), ("fresh", "torch")])
 def test_no_server_imports_the_trainers_modules_again(tmp_path, persistent, seeding):
-    (tmp_path / "maplib.py").write_text(textwrap.dedent(MAPLIB))
-    (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
-    log = tmp_path / "imports.log"
-    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-             if p]
-    env = dict(os.environ, IMPORT_LOG=str(log),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), *paths]))
-    env.pop("RINGLOADER_ZYGOTE", None)
-    done = subprocess.run([sys.executable, str(tmp_path / "script.py"), persistent, seeding],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr
-    first, second = done.stdout.splitlines()[-2:]
+    (first, second), log = run_with_import_log(tmp_path, ("maplib.py", MAPLIB), SCRIPT,
+                                               [persistent, seeding])
     trainer = int(first)
     # Imported by the trainer alone: each server used to import it again
     # while it unpickled the dataset.

@@ -7,9 +7,6 @@ it is at iter(), worker_init_fn once per worker and epoch, torch's
 get_worker_info() and seeds."""
 import gc
 import os
-import subprocess
-import sys
-import textwrap
 import time
 import warnings
 
@@ -19,6 +16,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from torch.utils.data.dataloader import DataLoader as TorchDataLoader
 
 import ringloader
+from conftest import run_with_import_log
 from ringloader._trainer import python_workers as _python_workers
 
 RENDEZVOUS_S = 5.0
@@ -88,20 +86,9 @@ def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
     # fork: the loader's zygote is a fork of the trainer, with its modules;
     # spawn (the trainer cannot be forked): the trainer's zygote forks the
     # loader's, which imports them once, unpickling the dataset.
-    (tmp_path / "streamlib.py").write_text(textwrap.dedent(STREAMLIB))
-    (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
-    log = tmp_path / "imports.log"
-    paths = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-             if p]
-    env = dict(os.environ, IMPORT_LOG=str(log),
-               PYTHONPATH=os.pathsep.join([str(tmp_path), *paths]))
-    env.pop("RINGLOADER_ZYGOTE", None)
-    if zygote == "spawn":
-        env["RINGLOADER_ZYGOTE"] = "spawn"
-    done = subprocess.run([sys.executable, str(tmp_path / "script.py")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert done.returncode == 0, done.stderr
-    first, second = done.stdout.splitlines()[-2:]
+    (first, second), log = run_with_import_log(
+        tmp_path, ("streamlib.py", STREAMLIB), SCRIPT,
+        RINGLOADER_ZYGOTE="spawn" if zygote == "spawn" else None)
     trainer, own = first.split()
     # Each server used to import it again while it unpickled the dataset
     # (a second or more a worker and epoch for `datasets`).
