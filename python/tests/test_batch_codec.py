@@ -1,7 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """_batch_codec: any batch into a slot and back, tensors zero-copy, every
 offset a worker wrote bounds-checked by the trainer."""
+import os
 import struct
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -44,6 +48,39 @@ def test_a_batch_over_the_capacity_raises_too_big_naming_the_size():
         codec.encode_into(torch.zeros(1 << 16), slot, 0)
     assert caught.value.needed > caught.value.capacity == 1 << 16
     assert not codec.is_encoded(raw, 0)
+
+
+COLLECT_A_TOO_BIG = textwrap.dedent("""
+    import gc
+    from ringloader._slots import batch_codec as codec
+
+    def provoke():
+        slot = memoryview(bytearray(1 << 16))
+        try:  # the pickled part (not tensors) is over the slot
+            codec.encode_into(["x" * 100 + str(i) for i in range(2000)], slot, 0)
+        except codec.TooBig as error:
+            kept = error  # this frame -> kept -> its traceback -> this frame
+            return kept.needed
+
+    assert provoke() > 1 << 16
+    gc.collect()
+    print("collected")
+""")
+
+
+def test_a_too_big_batch_in_a_reference_cycle_is_collected():
+    """encode_into's BytesIO view, reachable from a TooBig's traceback in a
+    cycle, crashed CPython 3.12.1's collector (python/cpython#111211): a
+    SIGSEGV of the whole pytest process in the torch 2.x stage. The view is
+    now released before the error leaves."""
+    import ringloader
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (package_parent, os.environ.get("PYTHONPATH")) if p))
+    done = subprocess.run([sys.executable, "-c", COLLECT_A_TOO_BIG], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["collected"], \
+        (done.returncode, done.stderr[-2000:])
 
 
 def test_a_failed_encode_leaves_no_valid_header_behind():

@@ -118,13 +118,17 @@ def encode_into(batch, slot, start=0):
     pickler = _SlotPickler(buffer, whole, start, capacity)
     with torch.no_grad():  # a tensor that requires grad is copied, not traced
         pickler.dump(batch)
-    blob = buffer.getbuffer()
-    offset = pickler.next
-    end = offset + len(blob)
-    if end > capacity:
-        raise TooBig(end, capacity)
-    slot[start + offset:start + end] = blob
-    _HEADER.pack_into(slot, start, MAGIC, end, offset, len(blob))
+    # The view is released before any exception leaves: a live
+    # BytesIO.getbuffer() export in a reference cycle (this frame, held by
+    # a TooBig's traceback) crashes CPython 3.12's garbage collector
+    # (python/cpython#111211; seen as a SIGSEGV in the pytest process).
+    with buffer.getbuffer() as blob:
+        offset, length = pickler.next, len(blob)
+        end = offset + length
+        if end > capacity:
+            raise TooBig(end, capacity)
+        slot[start + offset:start + end] = blob
+    _HEADER.pack_into(slot, start, MAGIC, end, offset, length)
     release_tail(slot, start + end, old_end)
     return start + end
 
