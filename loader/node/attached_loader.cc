@@ -20,6 +20,7 @@
 #include "loader/node/node_layout.h"
 #include "loader/node/node_memory.h"
 #include "loader/node/node_socket.h"
+#include "loader/ring/process_owned.h"
 #include "loader/ring/shared_region.h"
 #include "loader/trainer/held_batches.h"
 #include "loader/trainer/release_fence.h"
@@ -68,7 +69,7 @@ struct Attachment {
   int node_pid = 0;
   // The process that attached: a fork child's copies of batches never hand
   // slots back, or the node would overwrite the parent's batches.
-  int owner_pid = getpid();
+  ring::MakingProcess maker;
   node::Mapping region;     // read-only
   node::NodeFacts facts;    // the header, copied once at attach and checked
   node::LaneHandle memory_handle{};  // CUDA lanes: from our attach reply
@@ -86,7 +87,7 @@ struct Attachment {
   const NodeHeader* live_header() const {
     return static_cast<const NodeHeader*>(region.data());
   }
-  bool owned_here() const { return getpid() == owner_pid; }
+  bool owned_here() const { return maker.here(); }
   ~Attachment() {
     if (!owned_here()) {
       // A fork child: the lane, its fences and its GPU mapping are the
@@ -309,7 +310,7 @@ std::optional<Batch> AttachedLoader::Impl::next(const std::function<void()>& che
   if (!attachment_->owned_here()) {
     throw NodeError("ringloader: trainer " + std::to_string(lane()) + " of " +
                     attachment_->who + " is attached by pid " +
-                    std::to_string(attachment_->owner_pid) +
+                    std::to_string(attachment_->maker.pid()) +
                     "; a fork child cannot take batches from its lane");
   }
   if (!open_) begin_epoch();

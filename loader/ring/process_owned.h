@@ -28,6 +28,7 @@ namespace ringloader::ring {
 class MakingProcess {
  public:
   bool here() const { return getpid() == pid_; }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = getpid();

@@ -72,19 +72,19 @@ uint64_t RingGeometry::total_bytes() const {
 }
 
 Ring::Ring(SharedRegion region, const RingGeometry& geometry)
-    : region_(std::move(region)), geometry_(geometry), owner_pid_(getpid()) {}
+    : region_(std::move(region)), geometry_(geometry) {}
 
 Ring::~Ring() {
   if (lock_fd_ >= 0) close(lock_fd_);
 }
 
-bool Ring::owned_here() const { return getpid() == owner_pid_; }
+bool Ring::owned_here() const { return maker_.here(); }
 
 void Ring::require_owner(const char* action) const {
   if (owned_here()) return;
   throw Error("ringloader: cannot " + std::string(action) + " in process " +
               std::to_string(getpid()) + ": this Loader belongs to process " +
-              std::to_string(owner_pid_) +
+              std::to_string(maker_.pid()) +
               " (a fork copies it but shares its ring and workers); create a "
               "new Loader in the child instead");
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "loader/ring/process_owned.h"
 #include "loader/ring/ring_layout.h"
 #include "loader/ring/shared_region.h"
 
@@ -46,7 +47,7 @@ class Ring {
   // The process that created (trainer) or attached (worker) this mapping. A
   // trainer's fork child shares the memory but owns none of it: releases,
   // shutdown and recovery there must leave the shared state alone.
-  int owner_pid() const { return owner_pid_; }
+  int owner_pid() const { return maker_.pid(); }
   bool owned_here() const;
   // Throws Error naming `action` unless called by the owner process.
   void require_owner(const char* action) const;
@@ -93,7 +94,7 @@ class Ring {
   uint8_t* base() const { return static_cast<uint8_t*>(region_.data()); }
   SharedRegion region_;
   RingGeometry geometry_;
-  int owner_pid_ = 0;
+  MakingProcess maker_;
   int lock_fd_ = -1;  // trainer: holds the liveness lock (see trainer_gone)
 };
 

@@ -22,7 +22,6 @@
 #include "loader/trainer/streamed_order.h"
 #include "loader/trainer/worker_autotune.h"
 #include "loader/trainer/worker_pool.h"
-#include "loader/ring/process_owned.h"
 #include "loader/trainer/worker_recovery.h"
 #include "loader/worker/batch_filler.h"
 #include "ringloader/loader.h"
@@ -35,8 +34,9 @@ class RINGLOADER_HIDDEN Loader::Impl {
   Impl(ExternalWorkers workers, LoaderOptions options);
   ~Impl();
   // False in a fork child of the trainer that made this loader (its copy:
-  // ~Loader leaks it, ring/process_owned.h says why).
-  bool made_here() const { return maker_.here(); }
+  // ~Loader leaks it, ring/process_owned.h says why). Every constructor
+  // creates the ring, which records the process that made it.
+  bool made_here() const { return ring_->owned_here(); }
 
   void set_epoch(int64_t epoch);
   void set_order(std::vector<int64_t> indices);
@@ -64,7 +64,6 @@ class RINGLOADER_HIDDEN Loader::Impl {
   void wait_for_held_slots() { wait_for_held_slots_ = true; }
 
  private:
-  ring::MakingProcess maker_;
   static LoaderOptions validate(LoaderOptions options);
   void check_tensor_rows(const Dataset& dataset, const Pipeline& pipeline) const;
   // loader_tuning.cc: ring_slots = 0 sized from the batch bytes and the
