@@ -116,3 +116,15 @@ def run_with_import_log(tmp_path, library, script, args=(), **env_overrides):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()[-2:], log
+
+
+def env_importing_ringloader(extra=None):
+    """os.environ plus `extra`, with the folder of the ringloader under test
+    first on PYTHONPATH, so a child Python imports that same package (a
+    build tree's or the installed one)."""
+    import ringloader
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
+    env = dict(os.environ, **(extra or {}))
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env

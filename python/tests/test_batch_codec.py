@@ -1,7 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """_batch_codec: any batch into a slot and back, tensors zero-copy, every
 offset a worker wrote bounds-checked by the trainer."""
-import os
 import struct
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import env_importing_ringloader
 from ringloader._slots import batch_codec as codec
 
 START = 4096
@@ -73,11 +73,8 @@ def test_a_too_big_batch_in_a_reference_cycle_is_collected():
     cycle, crashed CPython 3.12.1's collector (python/cpython#111211): a
     SIGSEGV of the whole pytest process in the torch 2.x stage. The view is
     now released before the error leaves."""
-    import ringloader
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (package_parent, os.environ.get("PYTHONPATH")) if p))
-    done = subprocess.run([sys.executable, "-c", COLLECT_A_TOO_BIG], env=env,
+    done = subprocess.run([sys.executable, "-c", COLLECT_A_TOO_BIG],
+                          env=env_importing_ringloader(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.split() == ["collected"], \
         (done.returncode, done.stderr[-2000:])

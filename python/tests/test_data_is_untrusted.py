@@ -25,9 +25,8 @@ import numpy as np
 import pytest
 
 import ringloader
-from conftest import NOBODY, python_for_nobody
+from conftest import NOBODY, env_importing_ringloader, python_for_nobody
 
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 needs_root = pytest.mark.cross_user  # as nobody: needs root (conftest.py counts it)
 
 
@@ -220,8 +219,7 @@ def test_worker_exception_records_are_private_and_do_not_outlive_the_loader(tmp_
     temp, flags = tmp_path / "tmp", tmp_path / "flags"
     temp.mkdir()
     flags.mkdir()
-    env = dict(os.environ, TMPDIR=str(temp), PYTHONPATH=os.pathsep.join(
-        p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p))
+    env = env_importing_ringloader({"TMPDIR": str(temp)})
     trainer = subprocess.Popen([sys.executable, "-c", PENDING_FAILURE, str(flags)], env=env,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)

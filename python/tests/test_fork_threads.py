@@ -12,7 +12,6 @@ instead of importing ``datasets`` again (issue 46 item 4: first batch
 2.69 s -> 0.21 s beside torch's 0.16 s, bench/clients.py)."""
 import ctypes
 import hashlib
-import os
 import subprocess
 import sys
 import textwrap
@@ -21,10 +20,9 @@ import time
 
 import pytest
 
-import ringloader
+from conftest import env_importing_ringloader
 from ringloader._trainer import fork_threads
 
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 
 TRAINER = textwrap.dedent("""
     import os, sys, threading
@@ -53,9 +51,8 @@ TRAINER = textwrap.dedent("""
 
 
 def _zygote_of(kind):
-    env = dict(os.environ, RINGLOADER_ZYGOTE="", PYTHONPATH=os.pathsep.join(
-        p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH")) if p))
-    result = subprocess.run([sys.executable, "-c", TRAINER, kind], env=env,
+    result = subprocess.run([sys.executable, "-c", TRAINER, kind],
+                            env=env_importing_ringloader({"RINGLOADER_ZYGOTE": ""}),
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     _, pool, how = result.stdout.split()

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import ringloader
-from conftest import NOBODY, python_for_nobody
+from conftest import NOBODY, env_importing_ringloader, python_for_nobody
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ATTACK = os.path.join(HERE, "server_trust_attack.py")
@@ -26,13 +26,6 @@ TRAINER = os.path.join(HERE, "server_trust_trainer.py")
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 
 needs_root = pytest.mark.cross_user  # as nobody: needs root (conftest.py counts it)
-
-
-def _env(extra=None):
-    env = dict(os.environ, **(extra or {}))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
-    return env
 
 
 def _python_for_nobody():
@@ -65,7 +58,7 @@ class Trainer:
         env = dict(env or {}, RINGLOADER_TEST_NOBODY_PYTHON=_python_for_nobody())
         self.process = subprocess.Popen(
             [sys.executable, TRAINER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=_env(env), cwd=HERE)
+            stderr=subprocess.PIPE, env=env_importing_ringloader(env), cwd=HERE)
         self.buffer = b""
         self.address = self.expect("ADDRESS")[0]
         self.stubs = [int(pid) for pid in self.expect("STUBS")]
@@ -256,7 +249,7 @@ def test_wait_for_zygote_and_loader_server_is_bounded(tmp_path, how):
         env = {"RINGLOADER_ZYGOTE": "spawn",
                "PYTHONPATH": os.pathsep.join([str(tmp_path), PACKAGE_PARENT])}
     try:
-        result = subprocess.run([sys.executable, "-c", STALLED_ZYGOTE, how], env=_env(env),
+        result = subprocess.run([sys.executable, "-c", STALLED_ZYGOTE, how], env=env_importing_ringloader(env),
                                 capture_output=True, text=True, timeout=60)
     except subprocess.TimeoutExpired as error:
         raise AssertionError(f"{how}: the trainer still waited after 60 s") from error
@@ -318,7 +311,7 @@ HOLDS_A_LOCK = textwrap.dedent("""
 
 def test_zygote_keeps_none_of_the_trainers_descriptors(tmp_path):
     result = subprocess.run([sys.executable, "-c", HOLDS_A_LOCK, str(tmp_path / "lock")],
-                            env=_env({"RINGLOADER_ZYGOTE": ""}), capture_output=True,
+                            env=env_importing_ringloader({"RINGLOADER_ZYGOTE": ""}), capture_output=True,
                             text=True, timeout=120)
     out = result.stdout
     assert "LOCK-FREE" in out and "HOLDER" not in out, (out, result.stderr[-3000:])
@@ -352,6 +345,6 @@ def test_a_big_trainer_gets_a_spawned_zygote():
     """A forked zygote keeps a copy of each page of the trainer's the
     trainer later writes or frees: past the limit it is spawned instead."""
     result = subprocess.run([sys.executable, "-c", BIG_TRAINER],
-                            env=_env({"RINGLOADER_PRESTART": "0", "RINGLOADER_ZYGOTE": ""}),
+                            env=env_importing_ringloader({"RINGLOADER_PRESTART": "0", "RINGLOADER_ZYGOTE": ""}),
                             capture_output=True, text=True, timeout=120)
     assert result.stdout.strip() == "SPAWNED", (result.stdout, result.stderr[-3000:])

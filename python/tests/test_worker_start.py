@@ -13,11 +13,11 @@ import pytest
 import torch
 
 import ringloader
+from conftest import env_importing_ringloader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The folder holding the ringloader these tests import (the build tree's
 # python/, or site-packages when installed), for the scripts they start.
-BUILD_PYTHON = os.path.dirname(os.path.dirname(os.path.abspath(ringloader.__file__)))
 
 # A training script as a user writes it: no __main__ guard, its dataset
 # class defined in __main__, a line appended at top level each time the body
@@ -55,15 +55,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _env(extra=None):
-    env = dict(os.environ, **(extra or {}))
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (BUILD_PYTHON, env.get("PYTHONPATH")) if p)
-    return env
-
-
 def _run(args, cwd, stdin=None, env=None):
-    return subprocess.run([sys.executable, *args], cwd=cwd, input=stdin, env=_env(env),
+    return subprocess.run([sys.executable, *args], cwd=cwd, input=stdin, env=env_importing_ringloader(env),
                           capture_output=True, text=True, timeout=120)
 
 
@@ -339,7 +332,7 @@ def test_no_socket_is_left_to_the_collector_in_trainer_zygote_or_server(tmp_path
         print("SCRIPT-OK")
     """))
     run = subprocess.run([sys.executable, "-X", "dev", "-W", "always::ResourceWarning",
-                          str(script)], env=_env(), capture_output=True, text=True,
+                          str(script)], env=env_importing_ringloader(), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0 and "SCRIPT-OK" in run.stdout, run.stderr
     assert "ResourceWarning" not in run.stderr, run.stderr
