@@ -5,8 +5,12 @@
 // Its configuration (fd 4) is the sample size in bytes, as text.
 // $RINGLOADER_TEST_WORKER_DELAY_MS: a pause before each publish (a slow
 // batch), so a test can abandon the epoch while a batch is being filled.
+// $RINGLOADER_TEST_WORKER_MARK_DIR: the worker makes `filling-<batch id>`
+// there once it holds a batch, so such a test knows that it does (on a
+// loaded machine the trainer may otherwise cancel before the claim).
 //   ringloader_test_external_worker --ring-fd 3 --config-fd 4 --index I --parent-pid P
 #include <signal.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -38,6 +42,11 @@ int main(int argc, char** argv) {
       endpoint.heartbeat(task->samples[position]);
       std::memset(data + position * sample_bytes,
                   static_cast<int>(task->samples[position] % 251), sample_bytes);
+    }
+    if (const char* mark_dir = std::getenv("RINGLOADER_TEST_WORKER_MARK_DIR")) {
+      const std::string mark =
+          std::string(mark_dir) + "/filling-" + std::to_string(task->batch_id);
+      close(open(mark.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
     }
     if (const char* delay = std::getenv("RINGLOADER_TEST_WORKER_DELAY_MS")) {
       usleep(static_cast<useconds_t>(std::atoi(delay)) * 1000);

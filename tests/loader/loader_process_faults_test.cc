@@ -62,6 +62,17 @@ class ProcessFaults : public ::testing::Test {
     while (std::optional<Batch> batch = loader.next()) add(*batch);
     return out;
   }
+  // Blocks until the test worker ($RINGLOADER_TEST_WORKER_MARK_DIR = dir_)
+  // holds `batch_id`: a test that abandons an epoch "while a batch is being
+  // filled" must not race the worker's claim (lost under ASan in CI).
+  void wait_until_filling(uint64_t batch_id) {
+    const std::string mark = dir_ / ("filling-" + std::to_string(batch_id));
+    struct stat info {};
+    for (int tries = 0; tries < 1000 && stat(mark.c_str(), &info) != 0; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(stat(mark.c_str(), &info), 0) << "the worker never took batch " << batch_id;
+  }
   testing::TempDir dir_;
   Dataset dataset_;
 };
@@ -126,6 +137,7 @@ TEST_F(ProcessFaults, WorkerKilledPublishingAnAbandonedBatchLeavesNoParkedSlot) 
   ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
                    ("publish.cancelled_before_advance:" + marker).c_str(), 1), 0);
   ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "300", 1), 0);
+  ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_MARK_DIR", dir_.path().c_str(), 1), 0);
   ExternalWorkers workers;
   workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
@@ -136,11 +148,13 @@ TEST_F(ProcessFaults, WorkerKilledPublishingAnAbandonedBatchLeavesNoParkedSlot) 
   opts.timeout_s = 8;
   Loader loader(workers, opts);
   loader.begin_epoch();
-  // Batch 0 arrives after one delay; the worker is then 300 ms into batch 1
-  // when the epoch is abandoned, and publishes it cancelled.
+  // Batch 0 arrives after one delay; the worker is then inside batch 1's
+  // delay when the epoch is abandoned, and publishes it cancelled.
   ASSERT_TRUE(loader.next().has_value());
+  wait_until_filling(1);
   loader.begin_epoch();
   unsetenv("RINGLOADER_TEST_WORKER_DELAY_MS");
+  unsetenv("RINGLOADER_TEST_WORKER_MARK_DIR");
   unsetenv("RINGLOADER_FAULT_KILL_AT");
   std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
   struct stat info {};
@@ -161,6 +175,7 @@ TEST_F(ProcessFaults, WorkerKilledFillingAnAbandonedBatchLeavesNoStuckSlot) {
   ASSERT_EQ(setenv("RINGLOADER_FAULT_KILL_AT",
                    ("endpoint.before_publish:" + marker).c_str(), 1), 0);
   ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_DELAY_MS", "500", 1), 0);
+  ASSERT_EQ(setenv("RINGLOADER_TEST_WORKER_MARK_DIR", dir_.path().c_str(), 1), 0);
   ExternalWorkers workers;
   workers.command = {testing::sibling_executable("ringloader_test_external_worker")};
   workers.config = "8";
@@ -175,9 +190,11 @@ TEST_F(ProcessFaults, WorkerKilledFillingAnAbandonedBatchLeavesNoStuckSlot) {
   // The marker goes (the fault is armed: batch 1's publish dies) and the
   // epoch is abandoned, which cancels batch 1 in the middle of its fill.
   ASSERT_TRUE(loader.next().has_value());
+  wait_until_filling(1);
   ASSERT_EQ(unlink(marker.c_str()), 0);
   loader.begin_epoch();
   unsetenv("RINGLOADER_TEST_WORKER_DELAY_MS");
+  unsetenv("RINGLOADER_TEST_WORKER_MARK_DIR");
   unsetenv("RINGLOADER_FAULT_KILL_AT");
   std::map<int64_t, std::string> got = samples_of(loader, std::nullopt, 8);
   struct stat info {};
