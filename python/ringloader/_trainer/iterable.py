@@ -29,6 +29,8 @@ from ringloader import _exceptions
 from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import warm_zygote as _warm_zygote
 from ringloader._slots import batch_codec as _batch_codec
+from ringloader._workers import stream_renewal as _stream_renewal
+from ringloader._workers import zygote as _zygote
 from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
 from ringloader import _ringloader
 from ringloader._ringloader import Error, OptionError, WorkerError
@@ -128,9 +130,26 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
-        self.native = self.batch_structure = None
+        self.native = self.batch_structure = self.server = None
         self.encoded_start = 0
         self.payload = self._pickle(dataset)
+
+    def renew(self, iteration, stream, dataset):
+        """This worker's process goes on to `iteration` as a new worker of
+        torch's would: `dataset` as it is now, `stream`'s seed, its
+        worker_init_fn run again (_stream_renewal). False when its server
+        cannot take it (gone, or slow past the workers' start timeout):
+        new workers are started instead."""
+        self.extra["iterable"] = stream
+        payload = self._pickle(dataset)  # refused here, as for new workers
+        bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
+        try:
+            self.server.settimeout(bound_s if bound_s > 0 else None)
+            self.server.sendall(b"N")
+            _zygote.send_frame(self.server, _stream_renewal.frame(iteration, payload))
+            return self.server.recv(1) == b"K"
+        except OSError:  # TimeoutError included
+            return False
 
     def start(self):
         self._start(self._dataset)
@@ -174,7 +193,7 @@ class IterableBackend:
         self._zygote = _warm_zygote.LoaderZygote()
         self._zygote.get()
         self.generation = 0   # iter() calls: an iterator of an older one is stale
-        self._iteration = 0   # of the persistent workers
+        self._iteration = 0   # of the workers kept (persistent, or renewed)
         self._resume = None   # a loaded position, for the next iter()
 
     @property
@@ -184,12 +203,18 @@ class IterableBackend:
     def iterate(self, loader):
         self.generation += 1
         resume, self._resume = self._resume, None
-        if not loader.persistent_workers or self._workers is None or resume is not None:
-            self._workers = None  # the old servers end before new ones start
-            self._workers = self._start(loader, resume)
-            self._iteration = 0
-        else:
+        if self._workers is not None and resume is None and loader.persistent_workers:
             self._iteration += 1
+        else:
+            # torch's iterator draws its workers' base seed at creation.
+            base_seed = torch.empty((), dtype=torch.int64).random_(
+                generator=loader.generator).item()
+            renewed = self._workers is not None and resume is None and \
+                self._renew(loader, base_seed)
+            if not renewed:
+                self._workers = None  # the old servers end before new ones start
+                self._workers = self._start(loader, resume, base_seed)
+                self._iteration = 0
         for worker in self._workers:
             worker.plan(self._iteration, 0)
         if not (loader.persistent_workers and self._iterator is not None):
@@ -197,21 +222,35 @@ class IterableBackend:
         self._iterator.restart(self._workers, self._iteration, resume)
         return self._iterator
 
-    def _start(self, loader, resume):
-        # torch's iterator draws its workers' base seed at creation.
-        base_seed = torch.empty((), dtype=torch.int64).random_(
-            generator=loader.generator).item()
+    def _streams(self, loader, resume, base_seed):
+        """Each worker's configuration, from the loader as it is now."""
         collate = loader.collate_fn
         if collate is None:
             collate = default_collate if loader.batch_size is not None else default_convert
-        workers = [_StreamWorker(loader.dataset, self._options, {
-            "worker_id": worker_id, "num_workers": loader.num_workers,
-            "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
-            "collate_fn": collate, "batch_size": loader.batch_size,
-            "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
-            "stateful": _stateful(loader.dataset),
-            "resume": None if resume is None else resume["worker_states"][worker_id]},
-            None) for worker_id in range(loader.num_workers)]
+        return [{"worker_id": worker_id, "num_workers": loader.num_workers,
+                 "base_seed": base_seed, "worker_init_fn": loader.worker_init_fn,
+                 "collate_fn": collate, "batch_size": loader.batch_size,
+                 "drop_last": loader.drop_last, "max_batch_bytes": self._max_batch_bytes,
+                 "stateful": _stateful(loader.dataset),
+                 "resume": None if resume is None else resume["worker_states"][worker_id]}
+                for worker_id in range(loader.num_workers)]
+
+    def _renew(self, loader, base_seed):
+        """A non-persistent loader's next epoch in the processes of the last
+        one (_stream_renewal): what torch's new workers would get, without
+        starting processes. False when they cannot take it."""
+        if len(self._workers) != loader.num_workers:
+            return False
+        iteration = self._iteration + 1
+        for worker, stream in zip(self._workers, self._streams(loader, None, base_seed)):
+            if not worker.renew(iteration, stream, loader.dataset):
+                return False
+        self._iteration = iteration
+        return True
+
+    def _start(self, loader, resume, base_seed):
+        workers = [_StreamWorker(loader.dataset, self._options, stream, None)
+                   for stream in self._streams(loader, resume, base_seed)]
         zygote = self._zygote.get(workers[0].payload if workers else None)
         for worker in workers:
             worker.zygote = zygote
@@ -219,8 +258,8 @@ class IterableBackend:
         return workers
 
     def epoch_ended(self, loader):
-        if not loader.persistent_workers:
-            self._workers = None  # as torch's non-persistent workers end
+        """Nothing ends: a non-persistent loader's processes idle until the
+        next iter() renews them (or the loader goes)."""
 
     def set_epoch(self, epoch):
         """Passed on to the dataset if it has set_epoch (WebDataset, Hugging

@@ -379,11 +379,13 @@ class PythonWorkers:
             records.close()
             raise
         # The server lives as long as this native loader (an old epoch's
-        # iterator may still hold it after a refresh).
+        # iterator may still hold it after a refresh); `server` also takes
+        # an IterableDataset's renewals (_iterable.py).
+        self.server = server
         try:
             weakref.finalize(native, _close_both, server, records)
         except TypeError:
-            self._server = server
+            pass  # self.server holds it
         self.native, self.batch_structure, self.records = native, batch_structure, records
         self.encoded_start = _batch_codec.encoded_start(
             0 if batch_structure is None  # an IterableDataset's (_iterable.py)

@@ -56,6 +56,16 @@ class _Stream:
     """One worker's iterations of the dataset (torch's worker loop)."""
 
     def __init__(self, config):
+        # The server's memfd of later epochs' configurations (non-persistent
+        # workers kept across epochs: _stream_renewal).
+        self.renewal_fd = config.get("renewal_fd")
+        self.heartbeat = None  # the endpoint's, once it exists
+        self.iteration = None
+        self._configure(config)
+
+    def _configure(self, config):
+        """A new worker's start, as torch's _worker_loop: seeds, worker
+        info, worker_init_fn, the position to resume, a new iterator."""
         from torch.utils.data._utils import worker as torch_worker
         self.config = stream = config["iterable"]
         self.dataset = config["dataset"]
@@ -65,8 +75,6 @@ class _Stream:
             id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
             dataset=self.dataset)
         self.fetcher = self.init_error = None
-        self.heartbeat = None  # the endpoint's, once it exists
-        self.iteration = None
         self.ended = False
         try:
             if stream["worker_init_fn"] is not None:
@@ -87,13 +95,20 @@ class _Stream:
         self.fetcher.dataset_iter = _Beating(self.fetcher.dataset_iter, self)
 
     def begin(self, iteration):
-        """The iteration a task belongs to; a later one restarts the iterator."""
-        if self.iteration is None:
-            self.iteration = iteration
-        elif iteration > self.iteration:
-            self.iteration = iteration
-            if self.init_error is None:
-                self._new_fetcher()
+        """The iteration a task belongs to. A later one starts over from its
+        renewal when the trainer stored one (a non-persistent loader's
+        epoch), else restarts the iterator (a persistent one's)."""
+        if self.iteration is not None and iteration <= self.iteration:
+            return
+        first, self.iteration = self.iteration is None, iteration
+        renewal = None
+        if iteration > 0 and self.renewal_fd is not None:
+            from ringloader._workers import stream_renewal
+            renewal = stream_renewal.load(self.renewal_fd, iteration)
+        if renewal is not None:
+            self._configure(renewal)
+        elif not first and self.init_error is None:
+            self._new_fetcher()
 
     def next_batch(self):
         """The next collated batch, or END."""

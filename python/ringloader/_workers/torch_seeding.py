@@ -19,3 +19,13 @@ def seed_worker(base_seed, worker_id):
         return seed
     np.random.seed(torch_worker._generate_state(base_seed, worker_id))
     return seed
+
+
+def import_seeded_modules():
+    """numpy 2 imports numpy.random at its first use, about 17 ms: in every
+    new worker's seed_worker. A loader server imports it while its stubs
+    start (where the trainer has numpy: nothing new is imported), so the
+    workers it forks find it."""
+    import sys
+    if "numpy" in sys.modules:
+        import numpy.random  # noqa: F401

@@ -42,9 +42,11 @@ import sys
 import time
 import traceback
 
+from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers.fork_hygiene import drop_inherited_descriptors
 from ringloader._workers.stub_gate import STUB_FDS
+from ringloader._workers.torch_seeding import import_seeded_modules
 
 # Connections past the uid and parent checks, not yet handed over: more
 # than this, and new ones are closed at once.
@@ -220,6 +222,7 @@ class LoaderServer:
         self.listener = None
         self.wake = ()
         self.trainer_pid = self.token = None
+        self.renewal_fd = None       # an IterableDataset's next epochs (_stream_renewal)
 
     def close(self):
         """Closes its sockets before os._exit: left to the collector, each
@@ -255,6 +258,7 @@ class LoaderServer:
         self.listener.setblocking(False)
         reply["address"] = "@" + name
         send_frame(self.trainer, pickle.dumps(reply))
+        import_seeded_modules()
         self._loop(wake_r)
         return 0
 
@@ -276,6 +280,7 @@ class LoaderServer:
             if self.config.get("iterable") is not None:
                 # An IterableDataset has no sample 0 to probe: its worker
                 # runs the iterator and encodes whole batches (_iterable_worker).
+                self.renewal_fd = self.config["renewal_fd"] = _stream_renewal.create()
                 return {"batch_structure": pickle.dumps(None)}
             stage = "sample"
             from ringloader._slots.batch_structure import BatchStructure
@@ -316,9 +321,21 @@ class LoaderServer:
                     # The stub is gone (killed): so is its worker.
                     _kill(self.workers[stub])
                     self.orphans.add(stub)
-            if self.trainer in readable and not _recv_or_gone(self.trainer):
+            if self.trainer in readable and not self._trainer_message():
                 self._end_workers()
                 return
+
+    def _trainer_message(self):
+        """A renewal (b"N" and its frame, acknowledged with b"K") stored
+        for the workers; False when the trainer is gone."""
+        try:
+            command = self.trainer.recv(1)
+            if command == b"N" and self.renewal_fd is not None:
+                _stream_renewal.store(self.renewal_fd, recv_frame(self.trainer))
+                self.trainer.sendall(b"K")
+        except (OSError, EOFError, ValueError):
+            return False
+        return bool(command)
 
     def _until_next_deadline(self):
         if not self.pending:

@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A non-persistent loader over an IterableDataset keeps its worker
+processes across epochs and renews them (_stream_renewal): each epoch
+still gets what torch's new workers get, and a loader whose processes
+cannot take a renewal starts new ones."""
+import itertools
+import os
+import signal
+import struct
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data.dataloader import DataLoader as TorchDataLoader
+
+import ringloader
+from ringloader._workers import stream_renewal
+
+
+@pytest.fixture
+def memfd():
+    fd = os.memfd_create("renewal-test", os.MFD_CLOEXEC)
+    yield fd
+    os.close(fd)
+
+
+def test_a_stored_renewal_is_loaded_for_its_iteration_only(memfd):
+    import pickle
+    assert stream_renewal.load(memfd, 1) is None  # nothing stored: persistent workers
+    stream_renewal.store(memfd, stream_renewal.frame(3, pickle.dumps({"x": 1})))
+    assert stream_renewal.load(memfd, 3) == {"x": 1}
+    assert stream_renewal.load(memfd, 2) is None and stream_renewal.load(memfd, 4) is None
+    stream_renewal.store(memfd, stream_renewal.frame(4, pickle.dumps([2])))
+    assert stream_renewal.load(memfd, 4) == [2] and stream_renewal.load(memfd, 3) is None
+
+
+def test_a_length_past_the_memfd_is_not_read(memfd):
+    # The header is shared memory: a length past the file is refused.
+    os.pwrite(memfd, struct.pack("<QQ", 5, 1 << 40) + b"abc", 0)
+    assert stream_renewal.load(memfd, 5) is None
+
+
+def test_the_server_refuses_a_frame_whose_length_is_not_its_payloads(memfd):
+    with pytest.raises(ValueError):
+        stream_renewal.store(memfd, struct.pack("<QQ", 1, 10) + b"short")
+    with pytest.raises(ValueError):
+        stream_renewal.store(memfd, b"tiny")
+
+
+class Processes(IterableDataset):
+    """Each sample: a value of this copy's own, how many items this copy
+    gave, and the process and server that gave it."""
+
+    def __init__(self, count):
+        self.count, self.taken = count, 0
+
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(info.id, self.count, info.num_workers):
+            self.taken += 1
+            yield torch.tensor([i, self.taken, os.getpid(), os.getppid()])
+
+
+def _epochs(loader, count):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [[batch.tolist() for batch in loader] for _ in range(count)]
+
+
+def _values(epochs):
+    """The batches without the process ids (torch's differ)."""
+    return [[[row[:2] for row in batch] for batch in epoch] for epoch in epochs]
+
+
+def _pids(epoch):
+    return {(row[2], row[3]) for batch in epoch for row in batch}
+
+
+def test_later_epochs_renew_the_same_processes_with_torchs_batches():
+    kwargs = dict(batch_size=2, num_workers=2, generator=torch.Generator().manual_seed(3))
+    ours = _epochs(ringloader.DataLoader(Processes(9), **kwargs), 3)
+    torchs = _epochs(TorchDataLoader(Processes(9), **kwargs), 3)
+    assert _values(ours) == _values(torchs)
+    assert _pids(ours[0]) == _pids(ours[1]) == _pids(ours[2])
+    assert len(_pids(ours[0])) == 2
+
+
+def test_an_epoch_left_half_way_then_whole_ones_as_torchs():
+    def run(loader_class):
+        loader = loader_class(Processes(20), batch_size=2, num_workers=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            first = [batch.tolist() for batch in itertools.islice(loader, 3)]
+        return [first] + _epochs(loader, 2)
+    assert _values(run(ringloader.DataLoader)) == _values(run(TorchDataLoader))
+
+
+def test_a_loader_whose_server_died_between_epochs_starts_new_workers():
+    loader = ringloader.DataLoader(Processes(8), batch_size=2, num_workers=2)
+    first = _epochs(loader, 1)[0]
+    servers = {server for _, server in _pids(first)}
+    for server in servers:
+        os.kill(server, signal.SIGKILL)
+    second = _epochs(loader, 1)[0]
+    torchs = _epochs(TorchDataLoader(Processes(8), batch_size=2, num_workers=2), 2)
+    assert _values([first, second]) == _values(torchs)
+    assert not servers & {server for _, server in _pids(second)}
