@@ -147,7 +147,7 @@ def role(pid, trainer, side):
         return "other"
     if exe == "ringloader-worker":
         return "worker"
-    if "worker_stub" in cmdline:
+    if exe == "ringloader-python-stub":
         return "other"
     if "index_scale.py" in cmdline and "--side" in cmdline:
         # A fork of the trainer: torch's workers; ringloader's zygote (made

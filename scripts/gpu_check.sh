@@ -42,7 +42,7 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTorch_DIR="$TORCH_D
 grep "ringloader:" "$BUILD.configure.log" || true
 # GPU_CHECK_ONLY=python: the Python CUDA tests alone (a rerun on a short lease).
 ONLY=${GPU_CHECK_ONLY:-all}
-TARGETS=(_ringloader ringloader_python ringloader-worker ringloader-shard)
+TARGETS=(_ringloader ringloader_python ringloader-worker ringloader-python-stub ringloader-shard)
 [ "$ONLY" = all ] && TARGETS+=(ringloader_loader_tests)
 [ "${GPU_BENCH:-ON}" = ON ] && TARGETS+=(ringloader-gpu-bench)
 stamp build "${TARGETS[@]}"

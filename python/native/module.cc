@@ -6,6 +6,7 @@
 // a spill (which swaps that StorageImpl's data pointer) moves the Python
 // tensors and their views too. (DLPack would make a second StorageImpl that
 // a spill could not reach.)
+#include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -257,6 +258,18 @@ PYBIND11_MODULE(_ringloader, module) {
   // The bound on a worker's start, which a Python loader's server probe
   // shares (_python_workers.py).
   module.def("worker_start_timeout_s", &worker_start_timeout_s);
+  // Where libringloader.so lies: its helper executables lie beside it
+  // (ringloader-python-stub, _python_workers.py).
+  module.def("library_folder", [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&worker_start_timeout_s), &info) == 0 ||
+        info.dli_fname == nullptr) {
+      throw Error("ringloader: cannot tell where libringloader is (dladdr)");
+    }
+    std::string path = info.dli_fname;
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? std::string(".") : path.substr(0, slash);
+  });
   module.def("validate_pipeline", [](const std::string& pipeline, const std::string& mode,
                                      int height, int width) {
     SampleShape shape = pipeline_from_json(pipeline).output_shape(

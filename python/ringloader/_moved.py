@@ -20,7 +20,6 @@ MOVED = {
     "_collate": "_slots.collate",
     "_tensor_rows": "_slots.tensor_rows",
     "_zygote": "_workers.zygote",
-    "_worker_stub": "_workers.worker_stub",
     "_worker": "_workers.worker",
     "_iterable_worker": "_workers.iterable_worker",
     "_stub_gate": "_workers.stub_gate",

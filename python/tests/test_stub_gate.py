@@ -4,13 +4,15 @@ checked on their own: the uids compared are of one kind (effective), the
 peer's pidfd is the kernel's where it has one, and a flood of connections
 costs the server a bounded number of accepts per wake-up."""
 import os
+import signal
 import socket
+import struct
 
 import pytest
 
 from conftest import NOBODY
+from ringloader._trainer import python_workers as _python_workers
 from ringloader._workers import stub_gate as _stub_gate
-from ringloader._workers import worker_stub as _worker_stub
 from ringloader._workers import zygote as _zygote
 
 needs_root = pytest.mark.cross_user  # as nobody: needs root (conftest.py counts it)
@@ -78,20 +80,85 @@ def test_the_gate_compares_the_peers_effective_uid_with_its_own_effective_uid():
     assert line == "ADMITTED", line
 
 
-@needs_root
-def test_the_stub_compares_the_servers_effective_uid_with_its_own_effective_uid():
+def _stub(address, real_uid=None, token="ab" * 32):
+    """The C++ stub as the pool spawns it (its ring at 3, its config memfd,
+    holding the token, at 4), in a child whose real uid is `real_uid` when
+    given (the effective one stays); returns its pid."""
+    config = os.memfd_create("config")
+    os.write(config, token.encode())
+    ring = os.memfd_create("ring")
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.setpgid(0, 0)  # its own group, as the pool spawns it
+            os.dup2(ring, 3)
+            os.dup2(config, 4)
+            if real_uid is not None:
+                os.setreuid(real_uid, 0)
+            os.execv(_python_workers._STUB, [_python_workers._STUB, address, "--ring-fd", "3",
+                                             "--config-fd", "4", "--index", "0",
+                                             "--parent-pid", str(os.getppid())])
+        finally:
+            os._exit(127)
+    os.close(config)
+    os.close(ring)
+    return pid
+
+
+def _listener(pid=None):
+    name = f"ringloader-{os.getpid() if pid is None else pid}-{os.urandom(6).hex()}"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    name = f"ringloader-{os.getpid()}-{os.urandom(6).hex()}"
     listener.bind("\0" + name)
     listener.listen(1)
+    listener.settimeout(10)
+    return listener, "@" + name
 
-    def stub():
-        os.setreuid(NOBODY, 0)
-        _worker_stub._connect("@" + name).close()
-        return "CONNECTED"
-    line = _in_child(stub)
-    listener.close()
-    assert line == "CONNECTED", line
+
+def _serve_one(listener, status):
+    """Takes a stub's hand-over and relays `status` as its worker's; returns
+    the message and the number of descriptors it sent."""
+    conn, _ = listener.accept()
+    with conn:
+        message, fds, _, _ = socket.recv_fds(conn, 128, _stub_gate.STUB_FDS)
+        _stub_gate.close_all(fds)
+        conn.sendall(struct.pack("<i", status))
+    return message, len(fds)
+
+
+def test_the_stub_hands_over_its_descriptors_and_ends_as_its_worker_did():
+    listener, address = _listener()
+    with listener:
+        pid = _stub(address)
+        message, count = _serve_one(listener, 7 << 8)  # exit status 7
+    assert message == f"0 {pid} {'ab' * 32}\n".encode()  # its own group: the pool's
+    assert count == _stub_gate.STUB_FDS
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+    listener, address = _listener()
+    with listener:
+        pid = _stub(address)
+        _serve_one(listener, signal.SIGTERM)  # killed by SIGTERM
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == -signal.SIGTERM
+
+
+def test_the_stub_hands_nothing_to_a_server_not_of_the_pid_its_name_carries():
+    listener, address = _listener(pid=os.getpid() + 1)
+    with listener:
+        pid = _stub(address)
+        conn, _ = listener.accept()
+        with conn:
+            conn.settimeout(10)
+            assert conn.recv(128) == b""  # closed, nothing sent
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+
+
+@needs_root
+def test_the_stub_compares_the_servers_effective_uid_with_its_own_effective_uid():
+    listener, address = _listener()
+    with listener:
+        pid = _stub(address, real_uid=NOBODY)  # real nobody, effective root
+        message, _ = _serve_one(listener, 0)
+    assert message.endswith(b"ab" * 32 + b"\n")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 def _has_peer_pidfd():

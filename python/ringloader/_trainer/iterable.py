@@ -254,7 +254,8 @@ class IterableBackend:
         zygote = self._zygote.get(workers[0].payload if workers else None)
         for worker in workers:
             worker.zygote = zygote
-        _warm_zygote.start_all([worker.start for worker in workers])
+        _warm_zygote.start_all([worker.start for worker in workers],
+                               [worker.fork_server for worker in workers])
         return workers
 
     def epoch_ended(self, loader):

@@ -30,7 +30,9 @@ from ringloader._ringloader import OptionError, WorkerError
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ringloader/
 _PACKAGE_PARENT = os.path.dirname(_PACKAGE)
-_STUB = os.path.join(_PACKAGE, "_workers", "worker_stub.py")
+# What the pool spawns per Python worker: a C++ stub that hands its
+# descriptors to the loader server (loader/worker/python_stub_main.cc).
+_STUB = os.path.join(_ringloader.library_folder(), "ringloader-python-stub")
 # Set in the zygote's environment: its `import ringloader` starts no zygote.
 _ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
 # How long a loader waits for the zygote to be ready (it imports torch:
@@ -298,6 +300,8 @@ class PythonWorkers:
     # The loader's own zygote that gives `zygote` at each start (None: an
     # IterableDataset's stream workers, whose loader sets `zygote` itself).
     _loader_zygote = None
+    # (records, (server socket, process)) forked ahead by fork_server().
+    _forked = None
 
     def __init__(self, dataset, options, worker_init_fn, seed, max_pickled_bytes, batching,
                  seeding="ringloader", loader_zygote=None):
@@ -350,15 +354,28 @@ class PythonWorkers:
             raise OptionError(f"ringloader: the dataset must be picklable to reach "
                               f"the worker processes: {error}") from error
 
+    def fork_server(self):
+        """Forks the server of the next _start now. The zygote forks one
+        at a time, so a loader with several (_iterable.py) forks them here
+        in the order it wants their first batches, then starts them side
+        by side."""
+        records = _exceptions.WorkerRecords()
+        try:
+            self._forked = (records, _start_server(records.worker_end(), self.zygote))
+        except BaseException:
+            records.close()
+            raise
+
     def _start(self, dataset):
         if self._loader_zygote is not None:
             self.zygote = self._loader_zygote.get()  # None: the trainer's serves
         # The stubs' proof that the trainer's pool started them: their
         # config memfd holds it (see _stub_gate).
         token = _stub_gate.new_token()
-        records = _exceptions.WorkerRecords()
+        records, forked = self._forked or (_exceptions.WorkerRecords(), None)
+        self._forked = None
         try:
-            server, reply = self._probed_server(dataset, token, records.worker_end())
+            server, reply = self._probed_server(dataset, token, records.worker_end(), forked)
         except BaseException:
             records.close()
             raise
@@ -368,7 +385,13 @@ class PythonWorkers:
             records.close()
             _raise_probe_error(reply)
         batch_structure = pickle.loads(reply["batch_structure"])
-        command = [sys.executable, "-S", _STUB, reply["address"]]
+        if not os.access(_STUB, os.X_OK):
+            server.close()
+            records.close()
+            raise OptionError(f"ringloader: {_STUB} is missing or not executable: "
+                              f"this build lacks the Python workers' stub (build the "
+                              f"ringloader-python-stub target, or reinstall)")
+        command = [_STUB, reply["address"]]
         try:
             sample_bytes, options = self._geometry(batch_structure)
             native = _ringloader.NativeLoader.external(
@@ -391,9 +414,9 @@ class PythonWorkers:
             0 if batch_structure is None  # an IterableDataset's (_iterable.py)
             else batch_structure.sample_bytes * self.options["batch_size"])
 
-    def _probed_server(self, dataset, token, records_fd):
-        """A server that unpickled the dataset and laid out sample 0, and its
-        reply. This is part of the workers' start, so it has their bound
+    def _probed_server(self, dataset, token, records_fd, forked=None):
+        """A server (`forked`, else one forked now) that unpickled the
+        dataset and laid out sample 0, and its reply. This is part of the workers' start, so it has their bound
         (worker_start_timeout_s: at least hang_timeout): a server silent
         that long is judged hung, killed, and one other tried (a fork can
         inherit a lock no thread will release); the second is a WorkerError."""
@@ -402,7 +425,8 @@ class PythonWorkers:
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
         bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
         for attempt in (1, 2):
-            server, process = _start_server(records_fd, self.zygote)
+            server, process = forked or _start_server(records_fd, self.zygote)
+            forked = None
             server.settimeout(bound_s if bound_s > 0 else None)
             try:
                 _zygote.send_frame(server, pickle.dumps(header))

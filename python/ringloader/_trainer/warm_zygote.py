@@ -149,9 +149,12 @@ def _end(zygote):
     zygote.control.close()
 
 
-def start_all(starts):
+def start_all(starts, forks=None):
     """Calls each of `starts` in a thread of its own and waits for all;
-    raises the first one's exception after all have ended."""
+    raises the first exception after all have ended. `forks[i]`, when
+    given, runs in this thread before start i's thread begins: a zygote
+    forks one server at a time, so they come in the order asked (the
+    trainer takes worker 0's batch first), each start going on at once."""
     errors = [None] * len(starts)
 
     def run(index):
@@ -160,13 +163,18 @@ def start_all(starts):
         except BaseException as error:  # noqa: BLE001  (raised below, in the caller)
             errors[index] = error
 
-    threads = [threading.Thread(target=run, args=(index,), daemon=True,
-                                name=f"ringloader-start-{index}")
-               for index in range(1, len(starts))]
-    for thread in threads:
+    threads = []
+    for index in range(len(starts)):
+        if forks is not None:
+            try:
+                forks[index]()
+            except BaseException as error:  # noqa: BLE001  (raised below)
+                errors[index] = error
+                break
+        thread = threading.Thread(target=run, args=(index,), daemon=True,
+                                  name=f"ringloader-start-{index}")
         thread.start()
-    if starts:
-        run(0)  # the first in this thread
+        threads.append(thread)
     for thread in threads:
         thread.join()
     for error in errors:

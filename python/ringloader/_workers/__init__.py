@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """What runs in the Python worker processes: the loader server (zygote) the
-trainer starts once, the stubs the C++ WorkerPool spawns and waits on, and
-the workers the server forks from itself with the dataset already loaded.
+trainer starts once, the gate of the stubs the C++ WorkerPool spawns and
+waits on, and the workers the server forks from itself with the dataset
+already loaded.
 
 - ``zygote``: the loader server; forks one worker per stub it admits.
-- ``stub_gate``: both ends of the stub <-> server handshake (peer checks).
-- ``worker_stub``: the process the WorkerPool spawns (``python -S`` by path).
+- ``stub_gate``: the server's checks of a stub; the stub itself, with its
+  checks of the server, is C++ (loader/worker/python_stub_main.cc).
 - ``worker``: a map-style worker, batches into ring slots.
 - ``torch_seeding``: a worker seeded as torch's (``seeding="torch"``).
 - ``iterable_worker``: an IterableDataset worker, chunks into ring slots.
