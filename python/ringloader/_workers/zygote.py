@@ -16,8 +16,8 @@ Three kinds of process, none of which is the trainer:
   runs ``ringloader._workers.worker.serve``.
 
 The C++ WorkerPool spawns and waits on *stubs* (``ringloader-python-stub``,
-loader/worker/python_stub_main.cc), so
-its death detection, kill and respawn stay as they are: a stub hands its
+loader/worker/python_stub_main.cc), so its death detection, kill and
+respawn stay as they are: a stub hands its
 descriptors (stdio, ring, config) to the server, which forks the worker; the
 server kills the worker when its stub's connection closes (the stub was
 killed) and sends the worker's wait status to the stub, which ends the same
