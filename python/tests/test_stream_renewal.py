@@ -106,3 +106,21 @@ def test_a_loader_whose_server_died_between_epochs_starts_new_workers():
     torchs = _epochs(TorchDataLoader(Processes(8), batch_size=2, num_workers=2), 2)
     assert _values([first, second]) == _values(torchs)
     assert not servers & {server for _, server in _pids(second)}
+
+
+def test_a_worker_killed_between_epochs_is_replaced_and_renewed():
+    # The pool replaces it from its server's first configuration; the next
+    # iter()'s renewal still reaches the new process (its first task).
+    def run(loader_class, kill):
+        dataset = Processes(6)
+        loader = loader_class(dataset, batch_size=2, num_workers=2,
+                              generator=torch.Generator().manual_seed(1))
+        epochs = _epochs(loader, 1)
+        if kill:
+            for pid in loader.worker_pids():
+                os.kill(pid, signal.SIGKILL)
+        dataset.taken = 10  # the trainer's copy changes: the next epoch sees it
+        return epochs + _epochs(loader, 2)
+    ours, torchs = run(ringloader.DataLoader, True), run(TorchDataLoader, False)
+    assert _values(ours) == _values(torchs)
+    assert _values(ours)[1][0][0] == [0, 11]
