@@ -15,13 +15,12 @@ Three kinds of process, none of which is the trainer:
 * a worker: forked from its server with the dataset already in memory, it
   runs ``ringloader._workers.worker.serve``.
 
-The C++ WorkerPool spawns and waits on *stubs* (``ringloader-python-stub``,
-loader/worker/python_stub_main.cc), so its death detection, kill and
-respawn stay as they are: a stub hands its
-descriptors (stdio, ring, config) to the server, which forks the worker; the
-server kills the worker when its stub's connection closes (the stub was
-killed) and sends the worker's wait status to the stub, which ends the same
-way. The zygote and the workers die with their parent (PR_SET_PDEATHSIG);
+The C++ WorkerPool spawns and waits on *stubs* (``ringloader-python-stub``),
+so its death detection, kill and respawn stay as they are: a stub hands its
+descriptors (stdio, ring, config) to the server, which forks the worker;
+the server kills the worker when its stub's connection closes and sends
+the worker's wait status to the stub, which ends the same way. The
+zygote and the workers die with their parent (PR_SET_PDEATHSIG);
 a server ends when the trainer's end of its socket closes (the trainer
 dropped the loader, or died), killing its workers.
 
@@ -223,11 +222,10 @@ class LoaderServer:
         self.listener = None
         self.wake = ()
         self.trainer_pid = self.token = None
-        self.renewal_fd = None       # an IterableDataset's next epochs (_stream_renewal)
+        self.renewal_fd = None       # an IterableDataset's later epochs
 
     def close(self):
-        """Closes its sockets before os._exit: left to the collector, each
-        is a ResourceWarning on stderr under `python -X dev` and pytest."""
+        """Its sockets, before os._exit (else ResourceWarnings under -X dev)."""
         for sock in (self.listener, self.trainer):
             if sock is not None:
                 sock.close()
@@ -237,9 +235,8 @@ class LoaderServer:
         # that made it ended) must not end live loaders. The trainer's end
         # of `self.trainer` closes when it dies or drops the loader.
         set_name("rl-server")
-        # The trainer's wait for a server is bounded: it runs. Its pid lets
-        # the trainer kill it should the probe below outlast the workers'
-        # start timeout (worker_start_timeout_s).
+        # Its pid: the trainer kills it should the probe below outlast the
+        # workers' start timeout (worker_start_timeout_s).
         self.trainer.sendall(b"H" + struct.pack("<q", os.getpid()))
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -279,8 +276,7 @@ class LoaderServer:
             self.config = pickle.loads(payload)
             self.config["parent_pid"] = header["parent_pid"]
             if self.config.get("iterable") is not None:
-                # An IterableDataset has no sample 0 to probe: its worker
-                # runs the iterator and encodes whole batches (_iterable_worker).
+                # An IterableDataset has no sample 0 to probe (_iterable_worker).
                 self.renewal_fd = self.config["renewal_fd"] = _stream_renewal.create()
                 return {"batch_structure": pickle.dumps(None)}
             stage = "sample"
