@@ -102,6 +102,17 @@ def test_custom_collate_and_workers_are_spawned_not_forked():
             assert f.read().split(b"\0")[0].endswith(b"/ringloader-python-stub")
 
 
+def test_a_missing_stub_is_refused_before_any_server_starts(monkeypatch, tmp_path):
+    from ringloader._trainer import python_workers as _python_workers
+    monkeypatch.setattr(_python_workers, "_STUB", str(tmp_path / "ringloader-python-stub"))
+    forks = []
+    monkeypatch.setattr(_python_workers._Zygote, "fork_server",
+                        lambda *args: forks.append(args))
+    with pytest.raises(ringloader.OptionError, match="ringloader-python-stub"):
+        list(ringloader.DataLoader(Squares(4), batch_size=2, num_workers=2))
+    assert forks == []
+
+
 def test_num_workers_zero_runs_in_process_like_torch():
     ours = list(ringloader.DataLoader(Squares(9), batch_size=4))
     assert [x.shape[0] for x, _, _ in ours] == [4, 4, 1]

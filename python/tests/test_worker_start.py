@@ -127,7 +127,9 @@ def test_workers_descend_from_the_zygote_not_the_trainer(tmp_path):
     path = tmp_path / "pids.txt"
     loader = ringloader.DataLoader(RecordsPid(str(path)), batch_size=4, num_workers=2)
     list(loader)
-    zygote = _python_workers._zygote_for_use()
+    # The loader's own zygote (a fork of the trainer) forked its server
+    # where the trainer could be forked; else the trainer's zygote did.
+    zygote = loader._backend._workers.zygote or _python_workers._zygote_for_use()
     zygote_pid = zygote.pid if zygote.process is None else zygote.process.pid
     lines = [int(line) for line in path.read_text().split()]
     server, workers = lines[0], set(lines[1:])  # sample 0 is probed by the server

@@ -142,9 +142,8 @@ class _StreamWorker(_python_workers.PythonWorkers):
         new workers are started instead."""
         self.extra["iterable"] = stream
         payload = self._pickle(dataset)  # refused here, as for new workers
-        bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
         try:
-            self.server.settimeout(bound_s if bound_s > 0 else None)
+            self.server.settimeout(self.start_bound_s() or None)
             self.server.sendall(b"N")
             _zygote.send_frame(self.server, _stream_renewal.frame(iteration, payload))
             return self.server.recv(1) == b"K"

@@ -261,7 +261,12 @@ def _zygote_for_use():
 def _start_server(records_fd, zygote=None):
     """A new loader server: the trainer's end of its socket, _ServerProcess.
     From `zygote` (a loader's own, _trainer/warm_zygote.py) while it lives,
-    else from the trainer's."""
+    else from the trainer's. Refused before any fork when the stub its
+    workers need is missing."""
+    if not os.access(_STUB, os.X_OK):
+        raise OptionError(f"ringloader: {_STUB} is missing or not executable: "
+                          f"this build lacks the Python workers' stub (build the "
+                          f"ringloader-python-stub target, or reinstall)")
     if zygote is not None and zygote.alive():
         try:
             with zygote.lock:
@@ -354,6 +359,11 @@ class PythonWorkers:
             raise OptionError(f"ringloader: the dataset must be picklable to reach "
                               f"the worker processes: {error}") from error
 
+    def start_bound_s(self):
+        """How long a server may take to answer: the workers' start timeout
+        (worker_start_timeout_s, at least hang_timeout); 0: no bound."""
+        return _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
+
     def fork_server(self):
         """Forks the server of the next _start now. The zygote forks one
         at a time, so a loader with several (_iterable.py) forks them here
@@ -385,12 +395,6 @@ class PythonWorkers:
             records.close()
             _raise_probe_error(reply)
         batch_structure = pickle.loads(reply["batch_structure"])
-        if not os.access(_STUB, os.X_OK):
-            server.close()
-            records.close()
-            raise OptionError(f"ringloader: {_STUB} is missing or not executable: "
-                              f"this build lacks the Python workers' stub (build the "
-                              f"ringloader-python-stub target, or reinstall)")
         command = [_STUB, reply["address"]]
         try:
             sample_bytes, options = self._geometry(batch_structure)
@@ -416,18 +420,19 @@ class PythonWorkers:
 
     def _probed_server(self, dataset, token, records_fd, forked=None):
         """A server (`forked`, else one forked now) that unpickled the
-        dataset and laid out sample 0, and its reply. This is part of the workers' start, so it has their bound
-        (worker_start_timeout_s: at least hang_timeout): a server silent
-        that long is judged hung, killed, and one other tried (a fork can
-        inherit a lock no thread will release); the second is a WorkerError."""
+        dataset and laid out sample 0, and its reply. This is part of the
+        workers' start, so it has their bound (start_bound_s): a server
+        silent that long is judged hung, killed, and one other tried (a fork
+        can inherit a lock no thread will release); the second is a
+        WorkerError."""
         header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
                   "environ": dict(os.environ), "parent_pid": os.getpid(),
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
-        bound_s = _ringloader.worker_start_timeout_s(self.options.get("hang_timeout_s", 0))
+        bound_s = self.start_bound_s()
         for attempt in (1, 2):
             server, process = forked or _start_server(records_fd, self.zygote)
             forked = None
-            server.settimeout(bound_s if bound_s > 0 else None)
+            server.settimeout(bound_s or None)
             try:
                 _zygote.send_frame(server, pickle.dumps(header))
                 _zygote.send_frame(server, self.payload)
