@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include "transforms/affine_kernels.h"
+
 namespace ringloader::transforms {
 namespace {
 
@@ -23,12 +25,6 @@ constexpr double kDegreesToRadians = 3.14159265358979323846 / 180.0;
 int coord(double v) {
   if (v < 0.0) return -1;
   return v < 2147483647.0 ? static_cast<int>(v) : std::numeric_limits<int>::max();
-}
-int pil_floor(double v) { return v < 0.0 ? static_cast<int>(std::floor(v)) : static_cast<int>(v); }
-
-// The filters' bounds check, false for NaN too.
-bool inside(double xin, double yin, const Image& in) {
-  return xin >= 0.0 && xin < in.width && yin >= 0.0 && yin < in.height;
 }
 
 // Python's float % (the result takes the divisor's sign).
@@ -59,8 +55,14 @@ void fill_with(Image& out, const std::vector<int>& fill) {
   for (int i = 0; i < c; ++i) {
     colour[i] = static_cast<uint8_t>(fill.size() == 1 ? fill[0] : fill[i]);
   }
-  const size_t pixels = static_cast<size_t>(out.height) * out.width;
-  for (size_t i = 0; i < pixels; ++i) std::memcpy(&out.pixels[i * c], colour, c);
+  if (std::all_of(colour, colour + c, [&](uint8_t v) { return v == colour[0]; })) {
+    std::memset(out.pixels.data(), colour[0], out.pixels.size());
+    return;
+  }
+  // One row pixel by pixel, the others copied from it.
+  if (out.height == 0) return;
+  for (int x = 0; x < out.width; ++x) std::memcpy(out.row(0) + x * c, colour, c);
+  for (int y = 1; y < out.height; ++y) std::memcpy(out.row(y), out.row(0), out.row_bytes());
 }
 
 void copy_pixel(const Image& in, int y, int x, uint8_t* target) {
@@ -145,8 +147,7 @@ void affine_float(const Image& in, const AffineMatrix& a, Image& out) {
 
 // ImagingGenericTransform's loop: each output pixel centre maps through the
 // matrix; one whose source lies outside the image keeps the fill, the others
-// get filter(target, xi, yi, dx, dy) at the source's integer corner and
-// fraction (Pillow subtracts the half pixel before flooring).
+// get the filter (affine_kernels.h).
 template <typename Filter>
 void for_each_source_point(const Image& in, const AffineMatrix& a, Image& out,
                            const Filter& filter) {
@@ -154,74 +155,34 @@ void for_each_source_point(const Image& in, const AffineMatrix& a, Image& out,
   for (int y = 0; y < out.height; ++y) {
     uint8_t* target = out.row(y);
     for (int x = 0; x < out.width; ++x, target += c) {
-      const double px = x + 0.5, py = y + 0.5;
-      const double xin = a[0] * px + a[1] * py + a[2];
-      const double yin = a[3] * px + a[4] * py + a[5];
-      if (!inside(xin, yin, in)) continue;
-      const int xi = pil_floor(xin - 0.5), yi = pil_floor(yin - 0.5);
-      filter(target, xi, yi, (xin - 0.5) - xi, (yin - 0.5) - yi);
+      const SourcePoint p = source_point(a, x, y);
+      if (inside(p, in)) filter(in, p, target);
     }
   }
 }
 
-int clamp_index(int v, int size) { return v < 0 ? 0 : v < size ? v : size - 1; }
-
-// bilinear_filter8/32RGB: columns clamped; a row below the image repeats
-// the interpolated row above.
-void affine_bilinear(const Image& in, const AffineMatrix& a, Image& out) {
-  const int c = in.channels;
-  for_each_source_point(in, a, out, [&](uint8_t* target, int xi, int yi, double dx,
-                                        double dy) {
-    const int x0 = clamp_index(xi, in.width) * c, x1 = clamp_index(xi + 1, in.width) * c;
-    const uint8_t* row0 = in.row(clamp_index(yi, in.height));
-    const bool below = yi + 1 >= 0 && yi + 1 < in.height;
-    const uint8_t* row1 = below ? in.row(yi + 1) : row0;
-    for (int ch = 0; ch < c; ++ch) {
-      const double v1 = row0[x0 + ch] + (row0[x1 + ch] - row0[x0 + ch]) * dx;
-      const double v2 = below ? row1[x0 + ch] + (row1[x1 + ch] - row1[x0 + ch]) * dx : v1;
-      target[ch] = static_cast<uint8_t>(v1 + (v2 - v1) * dy);
-    }
-  });
+// A matrix that moves by whole pixels (AutoAugment's TranslateX/Y: F.affine
+// about the centre with an int() translation gives a2 = -tx exactly):
+// every source point is a pixel centre, so each filter returns that pixel
+// (bilinear and bicubic weigh it by 1 and its neighbours by 0, nearest
+// picks it). A copy of each row's part that lands in the image.
+bool whole_pixel_shift(const AffineMatrix& a) {
+  auto whole = [](double v) { return std::fabs(v) < 1e8 && v == std::trunc(v); };
+  return a[0] == 1.0 && a[1] == 0.0 && a[3] == 0.0 && a[4] == 1.0 && whole(a[2]) &&
+         whole(a[5]);
 }
 
-// Pillow's BICUBIC macro: a cubic through four samples at offset d.
-double cubic(double v1, double v2, double v3, double v4, double d) {
-  const double p1 = v2;
-  const double p2 = -v1 + v3;
-  const double p3 = 2 * (v1 - v2) + v3 - v4;
-  const double p4 = -v1 + v2 - v3 + v4;
-  return p1 + d * (p2 + d * (p3 + d * p4));
-}
-
-// bicubic_filter8/32RGB: rows outside the image repeat the row above,
-// columns are clamped, the result is clipped and truncated.
-void affine_bicubic(const Image& in, const AffineMatrix& a, Image& out) {
+void shift_copy(const Image& in, const AffineMatrix& a, Image& out) {
+  const int dx = static_cast<int>(a[2]), dy = static_cast<int>(a[5]);
   const int c = in.channels;
-  for_each_source_point(in, a, out, [&](uint8_t* target, int xi, int yi, double dx,
-                                        double dy) {
-    int columns[4];
-    for (int k = 0; k < 4; ++k) columns[k] = clamp_index(xi - 1 + k, in.width) * c;
-    const int top = yi - 1;
-    const uint8_t* rows[4];
-    rows[0] = in.row(clamp_index(top, in.height));
-    for (int k = 1; k < 4; ++k) {
-      const bool inside = top + k >= 0 && top + k < in.height;
-      rows[k] = inside ? in.row(top + k) : nullptr;  // nullptr: repeat the row above
-    }
-    for (int ch = 0; ch < c; ++ch) {
-      double v[4];
-      for (int k = 0; k < 4; ++k) {
-        if (k > 0 && !rows[k]) {
-          v[k] = v[k - 1];
-          continue;
-        }
-        const uint8_t* r = rows[k] + ch;
-        v[k] = cubic(r[columns[0]], r[columns[1]], r[columns[2]], r[columns[3]], dx);
-      }
-      const double value = cubic(v[0], v[1], v[2], v[3], dy);
-      target[ch] = value <= 0.0 ? 0 : value >= 255.0 ? 255 : static_cast<uint8_t>(value);
-    }
-  });
+  // Output columns [x0, x1) read input columns [x0 + dx, x1 + dx).
+  const int x0 = std::max(0, -dx), x1 = std::min(out.width, in.width - dx);
+  if (x1 <= x0) return;
+  for (int y = std::max(0, -dy); y < std::min(out.height, in.height - dy); ++y) {
+    std::memcpy(out.row(y) + static_cast<size_t>(x0) * c,
+                in.row(y + dy) + static_cast<size_t>(x0 + dx) * c,
+                static_cast<size_t>(x1 - x0) * c);
+  }
 }
 
 // Image.transpose(ROTATE_90 / ROTATE_180 / ROTATE_270); `quarter` 1, 2, 3.
@@ -325,10 +286,12 @@ void affine_warp(const Image& in, int height, int width, const AffineMatrix& mat
                  WarpFilter filter, const std::vector<int>& fill, Image& out) {
   out.reshape(height, width, in.channels);
   fill_with(out, fill);
-  if (filter == WarpFilter::kBilinear) {
-    affine_bilinear(in, matrix, out);
+  if (whole_pixel_shift(matrix)) {
+    shift_copy(in, matrix, out);
+  } else if (filter == WarpFilter::kBilinear) {
+    if (!affine_bilinear_avx2(in, matrix, out)) for_each_source_point(in, matrix, out, bilinear_pixel);
   } else if (filter == WarpFilter::kBicubic) {
-    affine_bicubic(in, matrix, out);
+    if (!affine_bicubic_avx2(in, matrix, out)) for_each_source_point(in, matrix, out, bicubic_pixel);
   } else if (matrix[1] == 0 && matrix[3] == 0) {
     scale_affine(in, matrix, out);
   } else if (fits_fixed_point(matrix, 0, 0) && fits_fixed_point(matrix, width, height) &&
