@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "transforms/color_adjust.h"
 
@@ -96,30 +97,19 @@ float row_sum(const uint8_t* row, int x, int d, float k, float m) {
          static_cast<float>(row[x + d]) * k;
 }
 
-// ImagingFilter3x3 with SMOOTH: rows y+1, y, y-1 in that order, as Pillow
-// pairs them with the kernel's rows.
-void smooth(const Image& in, Image& out) {
-  out.reshape(in.height, in.width, in.channels);
-  const int c = in.channels;
-  const float side = 1.0f / 13.0f, centre = 5.0f / 13.0f;  // kerneldata[i] /= divisor
-  const float offset = 0.0f + 0.5f;
-  std::memcpy(out.row(0), in.row(0), in.row_bytes());
-  std::memcpy(out.row(in.height - 1), in.row(in.height - 1), in.row_bytes());
-  for (int y = 1; y < in.height - 1; ++y) {
-    const uint8_t* above = in.row(y - 1);
-    const uint8_t* here = in.row(y);
-    const uint8_t* below = in.row(y + 1);
-    uint8_t* target = out.row(y);
-    std::memcpy(target, here, c);
-    for (int i = c; i < (in.width - 1) * c; ++i) {
-      float ss = offset;
-      ss += row_sum(below, i, c, side, side);
-      ss += row_sum(here, i, c, side, centre);
-      ss += row_sum(above, i, c, side, side);
-      target[i] = clip8(ss);
-    }
-    std::memcpy(target + (in.width - 1) * c, here + (in.width - 1) * c, c);
-  }
+// SMOOTH's kernel after ImagingFilter3x3 divides it: kerneldata[i] /= 13.
+constexpr float kSide = 1.0f / 13.0f, kCentre = 5.0f / 13.0f;
+
+// ImagingFilter3x3 with SMOOTH at byte i of an interior row: rows y+1, y,
+// y-1 in that order, as Pillow pairs them with the kernel's rows, from
+// offset 0.5.
+uint8_t smooth_at(const uint8_t* above, const uint8_t* here, const uint8_t* below, int i,
+                  int c) {
+  float ss = 0.0f + 0.5f;
+  ss += row_sum(below, i, c, kSide, kSide);
+  ss += row_sum(here, i, c, kSide, kCentre);
+  ss += row_sum(above, i, c, kSide, kSide);
+  return clip8(ss);
 }
 
 }  // namespace
@@ -155,13 +145,30 @@ void equalize(Image& image) {
   map_bands(image, tables);
 }
 
+// SMOOTH and the blend in one pass, into `scratch` (the filter reads the
+// rows around the one it writes). SMOOTH copies the border pixels, and
+// blend(v, v) is v, so the border is the image's.
 void adjust_sharpness(Image& image, Image& scratch, float factor) {
   if (image.width < 3 || image.height < 3) return;  // ImagingFilter copies
   if (factor == 1.0f) return;  // ImagingBlend's alpha == 1: the image
-  smooth(image, scratch);
-  uint8_t* p = image.pixels.data();
-  const uint8_t* degenerate = scratch.pixels.data();
-  for (size_t i = 0; i < image.pixels.size(); ++i) p[i] = pil_blend(degenerate[i], p[i], factor);
+  const int c = image.channels, h = image.height, w = image.width;
+  scratch.reshape(h, w, c);
+  std::memcpy(scratch.row(0), image.row(0), image.row_bytes());
+  std::memcpy(scratch.row(h - 1), image.row(h - 1), image.row_bytes());
+  const int end = (w - 1) * c;  // the row's last pixel is border
+  for (int y = 1; y < h - 1; ++y) {
+    const uint8_t* above = image.row(y - 1);
+    const uint8_t* here = image.row(y);
+    const uint8_t* below = image.row(y + 1);
+    uint8_t* target = scratch.row(y);
+    std::memcpy(target, here, c);
+    std::memcpy(target + end, here + end, c);
+    int i = sharpen_row_avx2(above, here, below, c, end, factor, target);
+    for (; i < end; ++i) {
+      target[i] = pil_blend(smooth_at(above, here, below, i, c), here[i], factor);
+    }
+  }
+  std::swap(image, scratch);
 }
 
 }  // namespace ringloader::transforms

@@ -6,6 +6,8 @@
 // SMOOTH-filtered image). They work per channel on L and RGB images alike.
 #pragma once
 
+#include <cstdint>
+
 #include "transforms/image.h"
 
 namespace ringloader::transforms {
@@ -28,5 +30,12 @@ void equalize(Image& image);
 // float32, rounded, borders copied; images under 3x3 are left as they are.
 // `scratch` holds the filtered image.
 void adjust_sharpness(Image& image, Image& scratch, float factor);
+
+// adjust_sharpness's interior row with AVX2 (float32, Pillow's order, so
+// the same bytes): bytes [c, end) of `target` from rows y-1, y, y+1, eight
+// at a time. Returns where it stopped (c when AVX2 is off or missing); the
+// caller does the rest.
+int sharpen_row_avx2(const uint8_t* above, const uint8_t* here, const uint8_t* below, int c,
+                     int end, float factor, uint8_t* target);
 
 }  // namespace ringloader::transforms
