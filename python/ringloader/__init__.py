@@ -51,6 +51,6 @@ __all__ = [
 # without CUDA, else spawned and importing torch in the background), so a
 # loader's first batch does not wait for it. $RINGLOADER_PRESTART=0 starts
 # it at the first loader with a Python dataset instead.
-from ._trainer import python_workers as _python_workers  # noqa: E402
+from ._trainer import zygote_process as _zygote_process  # noqa: E402
 
-_python_workers.prestart()
+_zygote_process.prestart()

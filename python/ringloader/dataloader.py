@@ -273,7 +273,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # torch pins batches only where CUDA is (its pin_memory thread).
         pin = bool(s["pin_memory"]) and torch.cuda.is_available()
         self._backend = _iterable.IterableBackend(s["dataset"], options,
-                                                  s["max_batch_bytes"], pin)
+                                                  s["max_batch_bytes"], pin, s["num_workers"])
 
     def _loader_options(self, args, settings):
         """The native loader's options (LoaderOptions), and the torch.device

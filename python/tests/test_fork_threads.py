@@ -32,7 +32,7 @@ TRAINER = textwrap.dedent("""
         stop = threading.Event()
         threading.Thread(target=stop.wait, daemon=True).start()
     import ringloader
-    from ringloader._trainer import python_workers as _python_workers
+    from ringloader._trainer import zygote_process as _zygote_process
 
     class Products(torch.utils.data.Dataset):
         def __len__(self):
@@ -45,7 +45,7 @@ TRAINER = textwrap.dedent("""
     got = torch.cat(list(ringloader.DataLoader(Products(), batch_size=2, num_workers=2)))
     want = torch.stack([Products()[i] for i in range(6)])
     assert torch.equal(got, want)
-    zygote = _python_workers._zygote_process
+    zygote = _zygote_process._zygote_process
     print("POOL", pool, "FORKED" if zygote.pid is not None else "SPAWNED")
 """)
 

@@ -205,7 +205,7 @@ def test_stub_hands_nothing_to_another_users_server_on_its_name():
 STALLED_ZYGOTE = textwrap.dedent("""
     import os, signal, sys, time, torch
     import ringloader
-    from ringloader._trainer import python_workers as _python_workers
+    from ringloader._trainer import zygote_process as _zygote_process
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):
@@ -216,7 +216,7 @@ STALLED_ZYGOTE = textwrap.dedent("""
 
     if sys.argv[1] == "stopped":  # ready once, then stopped (swapped out, traced)
         list(ringloader.DataLoader(Numbers(), batch_size=4, num_workers=1))
-        os.kill(_python_workers._zygote_process.pid, signal.SIGSTOP)
+        os.kill(_zygote_process._zygote_process.pid, signal.SIGSTOP)
         # A thread of the trainer's own: no loader's zygote can be forked
         # from it, so the stopped zygote is the one asked for a server.
         import threading
@@ -265,7 +265,7 @@ HOLDS_A_LOCK = textwrap.dedent("""
     lock = open(sys.argv[1], "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     import ringloader  # forks the zygote, while the lock is held
-    from ringloader._trainer import python_workers as _python_workers
+    from ringloader._trainer import zygote_process as _zygote_process
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):
@@ -277,7 +277,7 @@ HOLDS_A_LOCK = textwrap.dedent("""
     loader = ringloader.DataLoader(Numbers(), batch_size=4, num_workers=1,
                                    persistent_workers=True)
     list(loader)  # the zygote ready, a server and a worker running
-    zygote = _python_workers._zygote_process
+    zygote = _zygote_process._zygote_process
     assert zygote.pid is not None, "the zygote was spawned, not forked"
     lock.close()  # the trainer lets go of its lock
     again = open(sys.argv[1], "w")
@@ -322,7 +322,7 @@ def test_zygote_keeps_none_of_the_trainers_descriptors(tmp_path):
 BIG_TRAINER = textwrap.dedent("""
     import torch
     import ringloader
-    from ringloader._trainer import python_workers as _python_workers
+    from ringloader._trainer import zygote_process as _zygote_process
 
     class Numbers(torch.utils.data.Dataset):
         def __len__(self):
@@ -333,10 +333,10 @@ BIG_TRAINER = textwrap.dedent("""
 
     # As if the trainer held more private memory than a fork should pin
     # (the real limit, 1 GiB, is too much to allocate in a test).
-    _python_workers._FORK_MAX_PRIVATE_BYTES = 1 << 20
+    _zygote_process._FORK_MAX_PRIVATE_BYTES = 1 << 20
     assert [b.tolist() for b in ringloader.DataLoader(Numbers(), batch_size=4,
                                                       num_workers=1)][1][0] == [4.0, 4.0]
-    zygote = _python_workers._zygote_process
+    zygote = _zygote_process._zygote_process
     print("SPAWNED" if zygote.pid is None and zygote.process is not None else "FORKED")
 """)
 

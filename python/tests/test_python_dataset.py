@@ -106,7 +106,8 @@ def test_a_missing_stub_is_refused_before_any_server_starts(monkeypatch, tmp_pat
     from ringloader._trainer import python_workers as _python_workers
     monkeypatch.setattr(_python_workers, "_STUB", str(tmp_path / "ringloader-python-stub"))
     forks = []
-    monkeypatch.setattr(_python_workers._Zygote, "fork_server",
+    from ringloader._trainer import zygote_process as _zygote_process
+    monkeypatch.setattr(_zygote_process._Zygote, "fork_server",
                         lambda *args: forks.append(args))
     with pytest.raises(ringloader.OptionError, match="ringloader-python-stub"):
         list(ringloader.DataLoader(Squares(4), batch_size=2, num_workers=2))

@@ -17,7 +17,7 @@ from torch.utils.data.dataloader import DataLoader as TorchDataLoader
 
 import ringloader
 from conftest import run_with_import_log
-from ringloader._trainer import python_workers as _python_workers
+from ringloader._trainer import zygote_process as _zygote_process
 
 RENDEZVOUS_S = 5.0
 
@@ -118,8 +118,50 @@ def test_the_loaders_zygote_ends_with_the_loader():
         os.kill(pid, 0)
 
 
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as children:
+        return {int(child) for child in children.read().split()}
+
+
+def _built_with_servers(workers):
+    """A loader, once its zygote has forked the servers it asked for when
+    it was built (before any iter())."""
+    loader = ringloader.DataLoader(Counting(8), batch_size=2, num_workers=workers)
+    zygote = loader._backend._zygote.pid
+    if zygote is None:
+        pytest.skip("this trainer could not be forked safely (threads or CUDA)")
+    deadline = time.monotonic() + 30
+    while len(_children(zygote)) < workers and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return loader, zygote, _children(zygote)
+
+
+def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
+    loader, zygote, early = _built_with_servers(2)
+    assert len(early) == 2  # none before iter() on main
+    ours, torchs = (torch.cat(list(source))[:, [0, 3]]  # samples and worker ids
+                    for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
+                                                           num_workers=2)))
+    assert torch.equal(ours, torchs)
+    # Those servers forked the workers (the stubs the pool waits on are the
+    # trainer's children); the zygote forked no server at iter().
+    assert all(_children(server) for server in early)
+    assert _children(zygote) == early
+
+
+def test_a_loader_never_iterated_leaves_no_server_behind():
+    loader, _, early = _built_with_servers(2)
+    assert len(early) == 2
+    del loader
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") for pid in early) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in early)
+
+
 def test_where_the_trainer_cannot_be_forked_its_zygote_forks_the_loaders(monkeypatch):
-    monkeypatch.setattr(_python_workers, "_fork_is_safe", lambda: False)
+    monkeypatch.setattr(_zygote_process, "_fork_is_safe", lambda: False)
     def loader(loader_class):
         return loader_class(Counting(9), batch_size=3, num_workers=2,
                             generator=torch.Generator().manual_seed(3))
@@ -129,7 +171,7 @@ def test_where_the_trainer_cannot_be_forked_its_zygote_forks_the_loaders(monkeyp
     own = ours._backend._zygote.pid
     with open(f"/proc/{own}/status") as status:
         parent = int(status.read().split("PPid:")[1].split()[0])
-    assert parent == _python_workers._zygote_process.pid
+    assert parent == _zygote_process._zygote_process.pid
     del ours
     gc.collect()
     deadline = time.monotonic() + 10  # killed; reaped by the trainer's zygote

@@ -123,13 +123,13 @@ def _parent(pid):
 
 
 def test_workers_descend_from_the_zygote_not_the_trainer(tmp_path):
-    from ringloader._trainer import python_workers as _python_workers
+    from ringloader._trainer import zygote_process as _zygote_process
     path = tmp_path / "pids.txt"
     loader = ringloader.DataLoader(RecordsPid(str(path)), batch_size=4, num_workers=2)
     list(loader)
     # The loader's own zygote (a fork of the trainer) forked its server
     # where the trainer could be forked; else the trainer's zygote did.
-    zygote = loader._backend._workers.zygote or _python_workers._zygote_for_use()
+    zygote = loader._backend._workers.zygote or _zygote_process.zygote_for_use()
     zygote_pid = zygote.pid if zygote.process is None else zygote.process.pid
     lines = [int(line) for line in path.read_text().split()]
     server, workers = lines[0], set(lines[1:])  # sample 0 is probed by the server
@@ -299,8 +299,8 @@ def test_a_spawned_zygote_whose_trainer_went_away_exits_quietly(tmp_path):
     script = tmp_path / "quick.py"
     script.write_text(
         "import time, ringloader\n"
-        "from ringloader._trainer import python_workers as pw\n"
-        "zygote = pw._zygote_process\n"
+        "from ringloader._trainer import zygote_process as zp\n"
+        "zygote = zp._zygote_process\n"
         "zygote.control.close()\n"
         "zygote.process.wait(timeout=60)\n"
         "print('EXIT', zygote.process.returncode)\n")

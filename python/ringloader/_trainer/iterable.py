@@ -20,6 +20,9 @@ has the trainer's modules (_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
 ``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
+import pickle
+import weakref
+
 import torch
 from torch.utils.data import BatchSampler, IterableDataset
 from torch.utils.data._utils.collate import default_collate, default_convert
@@ -116,14 +119,39 @@ def _check_stateful(dataset):
             "worker's iterator, which cannot be saved or replayed otherwise")
 
 
+class _PickledOnce:
+    """A dataset pickled once for all the workers of an iter(): each
+    server's unpickling of its payload unpickles these bytes, so each still
+    gets a fresh copy, as torch's workers do."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __reduce__(self):
+        return (pickle.loads, (self.data,))
+
+
+def _pickled_once(dataset):
+    """`dataset` pickled now, or None where it cannot be (each worker's own
+    pickling then refuses it, saying why)."""
+    import cloudpickle
+    try:
+        return _PickledOnce(cloudpickle.dumps(dataset))
+    except Exception:  # noqa: BLE001  (see above)
+        return None
+
+
 class _StreamWorker(_python_workers.PythonWorkers):
     """One worker's loader server and native loader: a one-worker pool over
     one dummy index; a slot holds one encoded batch of up to max_batch_bytes
     (virtually: pages are committed as written)."""
 
-    def __init__(self, dataset, options, stream, zygote):
-        """Pickles `dataset` as it is now; start() starts the worker (in a
-        thread of its own: _warm_zygote.start_all)."""
+    early = None  # its _warm_zygote.EarlyServer, at the loader's first iter()
+
+    def __init__(self, dataset, options, stream, zygote, pickled=None):
+        """Pickles `dataset` as it is now (`pickled`: _pickled_once's copy
+        of it); start() starts the worker (in a thread of its own:
+        _warm_zygote.start_all)."""
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
         self.zygote, self._dataset = zygote, dataset
@@ -132,16 +160,16 @@ class _StreamWorker(_python_workers.PythonWorkers):
                       "batch_size": 1, "iterable": stream}
         self.native = self.batch_structure = self.server = None
         self.encoded_start = 0
-        self.payload = self._pickle(dataset)
+        self.payload = self._pickle(pickled or dataset)
 
-    def renew(self, iteration, stream, dataset):
+    def renew(self, iteration, stream, dataset, pickled=None):
         """This worker's process goes on to `iteration` as a new worker of
         torch's would: `dataset` as it is now, `stream`'s seed, its
         worker_init_fn run again (_stream_renewal). False when its server
         cannot take it (gone, or slow past the workers' start timeout):
         new workers are started instead."""
         self.extra["iterable"] = stream
-        payload = self._pickle(dataset)  # refused here, as for new workers
+        payload = self._pickle(pickled or dataset)  # refused here, as for new workers
         try:
             self.server.settimeout(self.start_bound_s() or None)
             self.server.sendall(b"N")
@@ -153,6 +181,18 @@ class _StreamWorker(_python_workers.PythonWorkers):
     def start(self):
         self._start(self._dataset)
         self._dataset = None
+
+    def fork_server(self):
+        """The server the loader asked for when it was built
+        (_warm_zygote.EarlyServer), else one forked now."""
+        early, self.early = self.early, None
+        if early is not None:
+            try:
+                self._forked = early.take()
+                return
+            except (OSError, EOFError, WorkerError):
+                pass
+        super().fork_server()
 
     def _plan_size(self, dataset):
         return 1
@@ -177,7 +217,7 @@ class IterableBackend:
     in_ring = True
     converted = False
 
-    def __init__(self, dataset, options, max_batch_bytes, pin):
+    def __init__(self, dataset, options, max_batch_bytes, pin, num_workers=0):
         self._dataset, self._pin = dataset, pin
         if not 1 <= int(max_batch_bytes) <= _MAX_BATCH_BYTES:
             raise OptionError(f"ringloader: max_batch_bytes must be in [1, "
@@ -190,7 +230,9 @@ class IterableBackend:
         # Forked from the trainer now, while that is more likely safe than
         # at iter() (no CUDA yet): see _warm_zygote.
         self._zygote = _warm_zygote.LoaderZygote()
-        self._zygote.get()
+        # Its first iter()'s servers, forked now in the background.
+        self._early = _warm_zygote.request_servers(self._zygote.get(), num_workers)
+        weakref.finalize(self, _warm_zygote.close_servers, self._early)
         self.generation = 0   # iter() calls: an iterator of an older one is stale
         self._iteration = 0   # of the workers kept (persistent, or renewed)
         self._resume = None   # a loaded position, for the next iter()
@@ -241,18 +283,23 @@ class IterableBackend:
         if len(self._workers) != loader.num_workers:
             return False
         iteration = self._iteration + 1
+        pickled = _pickled_once(loader.dataset)
         for worker, stream in zip(self._workers, self._streams(loader, None, base_seed)):
-            if not worker.renew(iteration, stream, loader.dataset):
+            if not worker.renew(iteration, stream, loader.dataset, pickled):
                 return False
         self._iteration = iteration
         return True
 
     def _start(self, loader, resume, base_seed):
-        workers = [_StreamWorker(loader.dataset, self._options, stream, None)
+        pickled = _pickled_once(loader.dataset)
+        workers = [_StreamWorker(loader.dataset, self._options, stream, None, pickled)
                    for stream in self._streams(loader, resume, base_seed)]
         zygote = self._zygote.get(workers[0].payload if workers else None)
         for worker in workers:
             worker.zygote = zygote
+            if self._early and self._early[0].zygote is zygote:
+                worker.early = self._early.pop(0)
+        _warm_zygote.close_servers(self._early)  # more than this iter()'s workers
         _warm_zygote.start_all([worker.start for worker in workers],
                                [worker.fork_server for worker in workers])
         return workers

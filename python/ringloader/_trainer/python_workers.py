@@ -1,261 +1,31 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The trainer's side of Python workers (any map-style Dataset).
 
-Workers are forked from a clean zygote (see _zygote.py), never from the
+Workers are forked from a clean zygote (_trainer/zygote_process.py, and
+_workers/zygote.py for its side), never from the
 trainer and never by re-running its main script, so unguarded scripts,
 ``python -c``, stdin, notebooks and ``python -m pkg.train`` work. What
 travels is the payload, pickled with cloudpickle: classes and functions of
 ``__main__`` by value, everything else by reference (importable in the
 workers through the trainer's sys.path).
 """
-import atexit
 import os
 import pickle
-import select
-import signal
-import socket
-import struct
-import subprocess
 import sys
-import threading
 import weakref
 
 from ringloader import _exceptions, _ringloader
-from ringloader._trainer import fork_threads as _fork_threads
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stub_gate as _stub_gate
-from ringloader._workers import fork_hygiene as _fork_hygiene
+from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._workers import zygote as _zygote
 from ringloader._ringloader import OptionError, WorkerError
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # ringloader/
-_PACKAGE_PARENT = os.path.dirname(_PACKAGE)
 # What the pool spawns per Python worker: a C++ stub that hands its
 # descriptors to the loader server (loader/worker/python_stub_main.cc).
 _STUB = os.path.join(_ringloader.library_folder(), "ringloader-python-stub")
-# Set in the zygote's environment: its `import ringloader` starts no zygote.
-_ZYGOTE_ENV = "RINGLOADER_IN_ZYGOTE"
-# How long a loader waits for the zygote to be ready (it imports torch:
-# seconds, more from a slow file system) and then for it to fork a loader
-# server. Default: 120 s; $RINGLOADER_ZYGOTE_TIMEOUT_S sets it.
-_TIMEOUT_ENV = "RINGLOADER_ZYGOTE_TIMEOUT_S"
-_DEFAULT_TIMEOUT_S = 120.0
-# A trainer holding more private memory than this at import gets a spawned
-# zygote, not a forked one: a fork would keep a copy of every page of it
-# the trainer later writes or frees, for the trainer's whole life.
-_FORK_MAX_PRIVATE_BYTES = 1 << 30
 # The native loader's bound on an external worker's sample (loader_impl.cc).
 _MAX_SAMPLE_BYTES = 1 << 31
-
-
-class NotNow(Exception):
-    """A fork of the trainer is not safe now (_Zygote(fork_only=True))."""
-
-
-class _Zygote:
-    """The zygote process and the trainer's end of its control socket.
-
-    Forked from the trainer at ``import ringloader`` when that is safe: one
-    thread (no lock can be held by a thread the fork loses) and CUDA
-    untouched (the reason workers are never forked from a trainer that
-    trains). It is ready at once with what the trainer imported so far,
-    and it never runs the trainer's code afterwards. Otherwise (threads or
-    CUDA already there: a notebook kernel), or with
-    $RINGLOADER_ZYGOTE=spawn, it is spawned (``python -c``) and imports
-    torch in the background: about a second later to the first batch when
-    a loader is built right after the import (bench/first_batch.py)."""
-
-    def __init__(self, fork_only=False):
-        """`fork_only`: a fork of the trainer or nothing (NotNow), for a
-        loader's own zygote (_trainer/warm_zygote.py)."""
-        fork = _fork_is_safe()
-        if fork_only and not fork:
-            raise NotNow("forking the trainer is not safe now")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.owner = os.getpid()
-        self.ready = False
-        self.process = None
-        self.pid = None
-        self.lock = threading.Lock()  # one fork_server at a time
-        if fork:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:  # the zygote: never returns
-                ours.close()
-                os.environ[_ZYGOTE_ENV] = "1"
-                _fork_hygiene.forget_partial_imports()
-                _zygote.zygote_main(theirs.detach(), self.owner)
-            self.pid = pid
-        else:
-            code = (f"import sys; sys.path.insert(0, {_PACKAGE_PARENT!r}); "
-                    "from ringloader._workers.zygote import zygote_main; "
-                    f"zygote_main({theirs.fileno()}, {self.owner})")
-            env = dict(os.environ, **{_ZYGOTE_ENV: "1"})
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", code], pass_fds=[theirs.fileno()], env=env,
-                stdin=subprocess.DEVNULL)
-        theirs.close()
-        self.control = ours
-        # The zygote ends when this end closes; closed here before the
-        # interpreter's collector would (a ResourceWarning under -X dev).
-        atexit.register(self.control.close)
-
-    def alive(self):
-        if self.owner != os.getpid():
-            return False  # a fork of the trainer: its zygote is the parent's
-        if self.process is not None:
-            return self.process.poll() is None
-        try:
-            return os.waitpid(self.pid, os.WNOHANG) == (0, 0)
-        except ChildProcessError:  # reaped by someone else's os.wait()
-            return False
-
-    def fork_server(self, records_fd):
-        """A new loader server, holding `records_fd` (the worker end of its
-        loader's exception-record channel); returns the trainer's end of
-        its socket and the server's pid.
-        Raises WorkerError when the zygote is not ready, or forks no
-        server, within the timeout (and kills it: the next loader starts
-        another)."""
-        timeout = _timeout_s()
-        if not self.ready:
-            if self._wait(self.control, timeout, "the zygote to be ready") != b"R":
-                raise EOFError("zygote failed to start")
-            self.ready = True
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            socket.send_fds(self.control, [b"S"], [theirs.fileno(), records_fd])
-        finally:
-            theirs.close()
-        try:
-            if self._wait(ours, timeout, "the zygote to start a loader server") != b"H":
-                raise EOFError("loader server failed to start")
-            (pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))  # sent with b"H"
-        except BaseException:
-            ours.close()
-            raise
-        return ours, _ServerProcess(pid, self.pid or self.process.pid)
-
-    def _wait(self, sock, timeout, what):
-        """One byte from `sock` (b"" at its end), within `timeout`."""
-        if not select.select([sock], [], [], timeout)[0]:
-            self.kill()
-            raise WorkerError(
-                f"ringloader: waited {timeout:g} s for {what} (zygote pid "
-                f"{self.pid or self.process.pid}); it is killed, the next loader starts "
-                f"another. A slow start (torch imported from a slow file system) "
-                f"needs a longer ${_TIMEOUT_ENV}")
-        return sock.recv(1)
-
-    def kill(self):
-        pid = self.pid if self.pid is not None else self.process.pid
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        if self.process is not None:
-            self.process.wait()
-        else:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:
-                pass
-        self.owner = -1  # dead: alive() is False
-
-
-def _timeout_s():
-    try:
-        value = float(os.environ.get(_TIMEOUT_ENV, _DEFAULT_TIMEOUT_S))
-    except ValueError:
-        raise OptionError(f"ringloader: ${_TIMEOUT_ENV} must be a number of seconds, "
-                          f"got {os.environ[_TIMEOUT_ENV]!r}") from None
-    if not value > 0:
-        raise OptionError(f"ringloader: ${_TIMEOUT_ENV} must be > 0, got {value:g}")
-    return value
-
-
-def _private_bytes():
-    """This process's anonymous resident memory (RssAnon), 0 if unknown."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _fork_is_safe():
-    """Forking the trainer is safe while it runs one thread (idle threads
-    of OpenBLAS, jemalloc and tqdm aside: _fork_threads) and has not
-    initialised CUDA (what torch's own fork start method assumes too).
-    It is also cheap only while the trainer is small: see
-    _FORK_MAX_PRIVATE_BYTES."""
-    if os.environ.get("RINGLOADER_ZYGOTE") == "spawn":
-        return False
-    if _fork_threads.other_threads_unsafe():
-        return False
-    cuda = sys.modules.get("torch.cuda")
-    if cuda is not None and cuda.is_initialized():
-        return False
-    return _private_bytes() <= _FORK_MAX_PRIVATE_BYTES
-
-
-class _ServerProcess:
-    """A loader server's pid, held as a pidfd taken while the server was
-    known to be the zygote's child, so kill() can never reach a process
-    that reused its pid."""
-
-    def __init__(self, pid, zygote_pid):
-        self.pid, self._pidfd = pid, None
-        try:
-            pidfd = os.pidfd_open(pid)
-        except (OSError, AttributeError):  # gone already, or a kernel without pidfds
-            return
-        if _stub_gate.parent_of(pid) == zygote_pid:
-            self._pidfd = pidfd
-        else:
-            os.close(pidfd)
-
-    def kill(self):
-        if self._pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.close()
-
-    def close(self):
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
-
-
-_lock = threading.Lock()
-_zygote_process = None
-
-
-def prestart():
-    """Starts the zygote in the background (it imports torch, ~1 s, while
-    the trainer goes on), so the first loader finds it ready. Called at
-    ``import ringloader``; $RINGLOADER_PRESTART=0 defers it to the first
-    loader with a Python dataset."""
-    if os.environ.get(_ZYGOTE_ENV) or os.environ.get("RINGLOADER_PRESTART") == "0":
-        return
-    try:
-        _zygote_for_use()
-    except OSError:
-        pass  # started again, and reported, when a loader needs it
-
-
-def _zygote_for_use():
-    global _zygote_process
-    with _lock:
-        if _zygote_process is None or not _zygote_process.alive():
-            _zygote_process = _Zygote()
-        return _zygote_process
 
 
 def _start_server(records_fd, zygote=None):
@@ -274,9 +44,9 @@ def _start_server(records_fd, zygote=None):
         except (OSError, EOFError):
             zygote.owner = -1  # dead: the trainer's zygote serves
     for attempt in range(2):
-        zygote = _zygote_for_use()
+        zygote = _zygote_process.zygote_for_use()
         try:
-            with _lock:
+            with _zygote_process.lock:
                 return zygote.fork_server(records_fd)
         except (OSError, EOFError) as error:
             if attempt:

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """A loader's own zygote, and its workers started side by side.
 
-The trainer's zygote (_python_workers._Zygote) is forked at ``import
+The trainer's zygote (_zygote_process._Zygote) is forked at ``import
 ringloader``: it lacks every module the trainer imported after that
 (``datasets``, ``webdataset``, pyarrow...), so each loader server imports
 them again while it unpickles the dataset: a second or more per server,
@@ -12,7 +12,7 @@ those modules already.
 So a loader with Python workers (an IterableDataset's, or a map-style
 dataset's loader server) forks a zygote of its own from the trainer, if
 that is safe then (no thread but idle ones known to be harmless, CUDA
-untouched, a small heap: _python_workers._fork_is_safe, the rule the
+untouched, a small heap: _zygote_process._fork_is_safe, the rule the
 trainer's zygote follows), and again later if it was not.
 It holds every module the trainer had imported, and forks that loader's
 servers for as long as the loader lives. Where the trainer cannot be
@@ -36,7 +36,9 @@ import sys
 import threading
 import weakref
 
+from ringloader import _exceptions
 from ringloader._trainer import python_workers as _python_workers
+from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import zygote as _zygote
 
@@ -57,13 +59,13 @@ class LoaderZygote:
             return zygote
         self.close()
         try:
-            zygote = _python_workers._Zygote(fork_only=True)
-        except (_python_workers.NotNow, OSError):
+            zygote = _zygote_process._Zygote(fork_only=True)
+        except (_zygote_process.NotNow, OSError):
             if payload is None:
                 return None
             try:
                 zygote = _ChildZygote(payload)
-            except (OSError, EOFError, _python_workers.WorkerError):
+            except (OSError, EOFError, _zygote_process.WorkerError):
                 return None
         self._zygote = zygote
         self._finalizer = weakref.finalize(self, _end, zygote)
@@ -81,7 +83,7 @@ class LoaderZygote:
         self._zygote = self._finalizer = None
 
 
-class _ChildZygote(_python_workers._Zygote):
+class _ChildZygote(_zygote_process._Zygote):
     """A loader's zygote forked by the trainer's (_workers/zygote.py, _fork_loader_zygote),
     held by a pidfd (it is not the trainer's child), warmed with `payload`:
     it unpickles it once before it serves."""
@@ -89,19 +91,19 @@ class _ChildZygote(_python_workers._Zygote):
     def __init__(self, payload):  # noqa: D107 (no super().__init__: it forks nothing)
         self.owner, self.ready, self.process = os.getpid(), False, None
         self.lock, self._pidfd = threading.Lock(), None
-        parent = _python_workers._zygote_for_use()
+        parent = _zygote_process.zygote_for_use()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.control, self.pid = ours, None
         try:
-            with _python_workers._lock:
+            with _zygote_process.lock:
                 if not parent.ready:
-                    if parent._wait(parent.control, _python_workers._timeout_s(),
+                    if parent._wait(parent.control, _zygote_process._timeout_s(),
                                     "the zygote to be ready") != b"R":
                         raise EOFError("zygote failed to start")
                     parent.ready = True
                 socket.send_fds(parent.control, [b"Z"], [theirs.fileno()])
             theirs.close()
-            ours.settimeout(_python_workers._timeout_s())
+            ours.settimeout(_zygote_process._timeout_s())
             (self.pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))
             self._hold(parent.pid or parent.process.pid)
             header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
@@ -147,6 +149,60 @@ def _end(zygote):
         zygote.kill()
     atexit.unregister(zygote.control.close)
     zygote.control.close()
+
+
+class EarlyServer:
+    """A loader server asked of a loader's zygote when the loader is built,
+    for a worker of its first iter(): the zygote forks it (15-30 ms) while
+    the trainer goes on, where it was on the way to that epoch's first
+    batch (an IterableDataset's workers start at iter())."""
+
+    def __init__(self, zygote):
+        self.zygote, self.records = zygote, _exceptions.WorkerRecords()
+        try:
+            with zygote.lock:
+                self.socket = zygote.request_server(self.records.worker_end())
+        except BaseException:
+            self.records.close()
+            raise
+
+    def take(self):
+        """(records, (socket, server process)), as PythonWorkers.fork_server
+        leaves them. Raises OSError, EOFError or WorkerError when the zygote
+        forked none (the caller forks another)."""
+        try:
+            if not self.zygote.alive():
+                raise EOFError("the loader's zygote is gone")
+            with self.zygote.lock:
+                return self.records, self.zygote.await_server(self.socket)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        """Ends it, unused: a server whose trainer socket closes exits."""
+        self.socket.close()
+        self.records.close()
+
+
+def request_servers(zygote, count):
+    """`count` EarlyServers of `zygote` (none without a zygote forked from
+    the trainer, or without the workers' stub: _start_server refuses that
+    at iter(), before any fork)."""
+    if zygote is None or not os.access(_python_workers._STUB, os.X_OK):
+        return []
+    servers = []
+    try:
+        for _ in range(count):
+            servers.append(EarlyServer(zygote))
+    except OSError:
+        pass  # forked at iter() instead
+    return servers
+
+
+def close_servers(servers):
+    while servers:
+        servers.pop().close()
 
 
 def start_all(starts, forks=None):

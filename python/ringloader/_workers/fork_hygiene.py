@@ -2,8 +2,11 @@
 """What a process forked from the trainer drops of it before it serves: the
 modules whose import was still running, and the descriptors it inherited.
 The trainer's zygote (zygote.py) calls both; so does a zygote started by
-fork in _trainer/python_workers.py."""
+fork in _trainer/python_workers.py. And what every process the zygote
+forks does first: die with its parent, and take a name of its own."""
+import ctypes
 import os
+import signal
 import sys
 
 
@@ -51,3 +54,20 @@ def drop_inherited_descriptors(keep):
             os.dup2(null, fd, inheritable=False)
     finally:
         os.close(null)
+
+
+def die_with_parent():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def set_name(name):
+    """The name top and ps -o comm show (a forked zygote's command line is
+    still the trainer's)."""
+    try:
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass

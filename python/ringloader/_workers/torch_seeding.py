@@ -23,9 +23,11 @@ def seed_worker(base_seed, worker_id):
 
 def import_seeded_modules():
     """numpy 2 imports numpy.random at its first use, about 17 ms: in every
-    new worker's seed_worker. A loader server imports it while its stubs
-    start (where the trainer has numpy: nothing new is imported), so the
-    workers it forks find it."""
+    new worker's seed_worker. The zygote imports it before it serves
+    (where the trainer has numpy: nothing new is imported), so servers
+    and workers find it; a loader's own zygote forked from a trainer that
+    imported numpy later does too. Workers and spares check again (a
+    no-op then)."""
     import sys
     if "numpy" in sys.modules:
         import numpy.random  # noqa: F401

@@ -11,7 +11,9 @@ Three kinds of process, none of which is the trainer:
 * a loader server: unpickles the loader's payload (the dataset, with
   ``__main__``'s classes by value), computes the BatchStructure of ``dataset[0]``
   (so ``__getitem__`` never runs in the trainer), answers the trainer, then
-  forks one worker per stub that connects.
+  gives one worker to each stub that connects (forked ahead as a spare
+  while it has nothing else to do, or on the stub's handshake:
+  _workers/worker_fork.py).
 * a worker: forked from its server with the dataset already in memory, it
   runs ``ringloader._workers.worker.serve``.
 
@@ -30,7 +32,6 @@ reach them. A server's listening socket has a public name, so it serves a
 connection only once _stub_gate has checked who is on the other end, and
 never blocks on one (a bad or silent peer costs its connection only).
 """
-import ctypes
 import gc
 import os
 import pickle
@@ -44,7 +45,8 @@ import traceback
 
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import stub_gate as _stub_gate
-from ringloader._workers.fork_hygiene import drop_inherited_descriptors
+from ringloader._workers import worker_fork as _worker_fork
+from ringloader._workers.fork_hygiene import die_with_parent, drop_inherited_descriptors, set_name
 from ringloader._workers.stub_gate import STUB_FDS
 from ringloader._workers.torch_seeding import import_seeded_modules
 
@@ -55,23 +57,6 @@ MAX_PENDING = 64
 # connect) then costs one batch of accepts between the server's other
 # work (stubs, the trainer), not all of it.
 MAX_ACCEPTS_PER_WAKE = 16
-
-
-def die_with_parent():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def set_name(name):
-    """The name top and ps -o comm show (a forked zygote's command line is
-    still the trainer's)."""
-    try:
-        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
 
 
 def send_frame(sock, data):
@@ -131,6 +116,7 @@ def _serve(control):
     for name in ("torch", "torch.utils.data", "ringloader._slots.batch_structure",
                  "ringloader._ringloader", "ringloader._workers.worker"):
         importlib.import_module(name)
+    import_seeded_modules()
     try:
         control.sendall(b"R")  # ready
     except OSError:
@@ -223,6 +209,8 @@ class LoaderServer:
         self.wake = ()
         self.trainer_pid = self.token = None
         self.renewal_fd = None       # an IterableDataset's later epochs
+        self.spares = []             # workers forked ahead of their stubs
+        self.spares_forked = 0
 
     def close(self):
         """Its sockets, before os._exit (else ResourceWarnings under -X dev)."""
@@ -256,7 +244,8 @@ class LoaderServer:
         self.listener.setblocking(False)
         reply["address"] = "@" + name
         send_frame(self.trainer, pickle.dumps(reply))
-        import_seeded_modules()
+        # The first worker's fork overlaps the trainer's start of its stub.
+        self._fork_spare()
         self._loop(wake_r)
         return 0
 
@@ -291,11 +280,18 @@ class LoaderServer:
                     "exception": _picklable(error)}
 
     def _loop(self, wake_r):
+        spare_wanted = True
         while True:
             stubs = [s for s in self.workers if s not in self.orphans]
+            # A spare is forked only when nothing is waiting (timeout 0):
+            # a stub's handshake or the trainer comes first.
             readable, _, _ = select.select(
                 [self.trainer, self.listener, wake_r, *stubs, *self.pending], [], [],
-                self._until_next_deadline())
+                0 if spare_wanted else self._until_next_deadline())
+            if not readable and spare_wanted:
+                spare_wanted = self._fork_spare()
+                continue
+            spare_wanted = True
             # Sorted before anything moves: a connection handed over below
             # is a stub from then on, with nothing more to read.
             handshakes = [s for s in readable if s in self.pending]
@@ -350,6 +346,8 @@ class LoaderServer:
     def _end_workers(self):
         """The trainer is gone or dropped the loader: kill the workers and
         tell their stubs (which end as quietly as the workers did)."""
+        for spare in self.spares:
+            spare.discard()
         for pid in self.workers.values():
             _kill(pid)
         for stub, pid in list(self.workers.items()):
@@ -398,58 +396,34 @@ class LoaderServer:
             conn.close()
             return
         conn.setblocking(True)
-        sys.stdout.flush()
-        sys.stderr.flush()
+        worker = None
+        while self.spares and worker is None:
+            spare = self.spares.pop(0)
+            worker = spare.pid if spare.hand_over(index, group, fds) else None
         try:
-            worker = os.fork()
+            if worker is None:
+                worker = _worker_fork.fork_worker(self, index, group, fds)
         except OSError:
-            _stub_gate.close_all(fds)
             conn.close()  # the stub ends; the pool spawns another
             return
-        if worker == 0:
-            self._become_worker(index, group, fds)
-        _stub_gate.close_all(fds)
+        finally:
+            _stub_gate.close_all(fds)
         self.workers[conn] = worker
 
-    def _become_worker(self, index, group, fds):
-        code = 1
+    def _fork_spare(self):
+        """A spare worker (_worker_fork) for the loader's first workers, one
+        at a time, at most num_workers in the server's life (a worker the
+        pool restarts is forked on demand: spares that die cannot make a
+        fork loop); False when none is wanted."""
+        wanted = self.config["num_workers"] - len(self.workers) - len(self.spares)
+        if wanted <= 0 or self.spares_forked >= self.config["num_workers"]:
+            return False
+        self.spares_forked += 1
         try:
-            server_pid = os.getppid()
-            # The stub's process group: when the trainer's pool kills the
-            # stub's group (a hang) or sees the stub gone, this worker dies
-            # with it, before the pool re-does its batch.
-            os.setpgid(0, group)
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            die_with_parent()
-            set_name(f"rl-worker-{index}")
-            for sock in [self.trainer, self.listener, *self.workers, *self.pending]:
-                sock.close()
-            _stub_gate.close_all(self.wake)
-            # stdio onto 0-2. The ring keeps the number it arrived with: in
-            # a zygote forked from the trainer, 3 and 4 may belong to the
-            # trainer's objects (a log file), whose finaliser would close it.
-            for target, fd in enumerate(fds[:3]):
-                os.dup2(fd, target)
-                if fd > 2:
-                    os.close(fd)
-            os.close(fds[4])  # the config memfd: the payload came by socket
-            from ringloader import _exceptions
-            _exceptions.set_worker_channel(self.records, index)
-            if self.config.get("iterable") is not None:
-                from ringloader._workers import iterable_worker as _worker
-            else:
-                from ringloader._workers import worker as _worker
-            code = _worker.serve(index, server_pid, self.config, ring_fd=fds[3])
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-            code = 3
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
+            self.spares.append(_worker_fork.SpareWorker(self))
+        except OSError:
+            return False  # forked on demand instead
+        return True
 
     def _reap(self):
         while True:
@@ -459,6 +433,7 @@ class LoaderServer:
                 return
             if pid == 0:
                 return
+            self.spares = [spare for spare in self.spares if spare.pid != pid]
             for stub, worker in list(self.workers.items()):
                 if worker == pid:
                     try:

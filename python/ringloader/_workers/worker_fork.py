@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A loader server's workers: forked on a stub's handshake, or ahead of it.
+
+A worker is a fork of its server (_workers/zygote.py, LoaderServer): the
+dataset is already in memory. Forking a server that holds torch and the
+trainer's modules takes 10-40 ms on 2 cores, and it sat on the path to a
+loader's first batch after the server's reply, the trainer's native setup
+and the stub's start. So the server forks a *spare* as soon as it has
+nothing else to do: a worker that waits, on a socketpair only it and its
+server hold, for the descriptors of the stub that will own it. The next
+stub's handshake hands them over (one sendmsg) instead of forking, and the
+fork overlaps the stub's start. A spare that cannot take them (it died) is
+replaced by a fork, as before.
+
+A spare holds nothing of the server's but the dataset: it closes the
+server's sockets and wake pipe at once, and dies with its server
+(PR_SET_PDEATHSIG) or when its socketpair closes.
+"""
+import os
+import signal
+import socket
+import struct
+import sys
+import traceback
+
+from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers.fork_hygiene import die_with_parent, set_name
+from ringloader._workers.torch_seeding import import_seeded_modules
+
+_ASSIGNMENT = struct.Struct("<qq")  # index, process group
+
+
+def close_server_state(server):
+    """What a worker must not hold of its server: the trainer's channel,
+    the listener, other stubs' connections, the wake pipe (a worker holding
+    them would keep them open past the server's own end)."""
+    for sock in [server.trainer, server.listener, *server.workers, *server.pending]:
+        if sock is not None:
+            sock.close()
+    for spare in server.spares:
+        spare.control.close()
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _stub_gate.close_all(server.wake)
+    server.wake = ()  # closed once: the numbers may be reused by descriptors received later
+
+
+def become_worker(server, index, group, fds):
+    """This process (a fork of `server`) becomes stub `index`'s worker.
+    Never returns."""
+    code = 1
+    try:
+        server_pid = os.getppid()
+        # The stub's process group: when the trainer's pool kills the
+        # stub's group (a hang) or sees the stub gone, this worker dies
+        # with it, before the pool re-does its batch.
+        os.setpgid(0, group)
+        die_with_parent()
+        set_name(f"rl-worker-{index}")
+        close_server_state(server)
+        # stdio onto 0-2. The ring keeps the number it arrived with: in
+        # a zygote forked from the trainer, 3 and 4 may belong to the
+        # trainer's objects (a log file), whose finaliser would close it.
+        for target, fd in enumerate(fds[:3]):
+            os.dup2(fd, target)
+            if fd > 2:
+                os.close(fd)
+        os.close(fds[4])  # the config memfd: the payload came by socket
+        from ringloader import _exceptions
+        _exceptions.set_worker_channel(server.records, index)
+        if server.config.get("iterable") is not None:
+            from ringloader._workers import iterable_worker as _worker
+        else:
+            from ringloader._workers import worker as _worker
+        code = _worker.serve(index, server_pid, server.config, ring_fd=fds[3])
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+        code = 3
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def fork_worker(server, index, group, fds):
+    """A worker forked now; its pid (the caller closes `fds`)."""
+    # Once in the server, for every worker it forks after: not before its
+    # first spare, whose fork (and the stub's accept) it would delay.
+    import_seeded_modules()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        become_worker(server, index, group, fds)
+    return pid
+
+
+class SpareWorker:
+    """A fork of the server waiting for a stub's descriptors (see above).
+    Made and used by the server's one thread only."""
+
+    def __init__(self, server):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        server_pid = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            ours.close()
+            _wait_for_assignment(server, server_pid, theirs)  # never returns
+        theirs.close()
+        self.pid, self.control = pid, ours
+
+    def hand_over(self, index, group, fds):
+        """Gives stub `index`'s descriptors to the spare, which becomes its
+        worker; False if it cannot take them (gone). Either way this spare
+        is used up (the caller closes `fds`)."""
+        try:
+            socket.send_fds(self.control, [_ASSIGNMENT.pack(index, group)], fds)
+            return True
+        except OSError:
+            return False
+        finally:
+            self.control.close()
+
+    def discard(self):
+        """Ends it: a closed socketpair is its signal to exit."""
+        self.control.close()
+
+
+def _wait_for_assignment(server, server_pid, channel):
+    code = 0
+    try:
+        die_with_parent()
+        if os.getppid() != server_pid:
+            return  # the server ended before the death signal was armed
+        set_name("rl-spare-worker")
+        close_server_state(server)
+        import_seeded_modules()  # while it waits for its stub
+        message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size,
+                                                 _stub_gate.STUB_FDS)
+        channel.close()
+        if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \
+                not flags & socket.MSG_CTRUNC:
+            index, group = _ASSIGNMENT.unpack(message)
+            become_worker(server, index, group, fds)
+        _stub_gate.close_all(fds)  # discarded (EOF), or a message not from our server
+    except BaseException:  # noqa: BLE001  (a forked child must not return)
+        traceback.print_exc()
+        code = 3
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
