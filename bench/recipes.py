@@ -31,7 +31,18 @@ what the native op does.
     PYTHON=/root/.cache/ringloader/venv-clients-py312/bin/python
     $PYTHON bench/recipes.py --corpus DIR --timm [--rows timm-ra-n2,timm-ra-mstd-prefetch]
 
-Make the corpus with bench/make_photo_folder.py DIR --preset imagenet.
+--dali (in a Python with nvidia-dali, e.g. a venv like bench/peers/setup.sh
+makes): DALI's own CPU auto-augment for ta_wide, ra and imagenet in the same
+rounds (bench/recipes_dali.py says what its pipeline is); ratios
+ringloader/DALI and DALI/torch.
+
+--profile N: no loaders; one thread's CPU time per image over N photos, each
+row's torchvision transform (with PIL's decode) against ringloader's
+converted pipeline on the same bytes: what bounds a row's ratio.
+
+Every run prints the 1-minute load average before and after each round.
+Make the corpus with bench/make_photo_folder.py DIR --preset imagenet
+--per-class 300 (3,000 photos, as the issue measured).
 """
 import argparse
 import json
@@ -141,6 +152,58 @@ def timm_rows(corpus, args):
     return out
 
 
+def profile(loaders, corpus, count):
+    """One thread, no loader: core-us per image of each row's sample work,
+    torch's (torchvision's ImageFolder __getitem__: PIL decode + the
+    transform) against ringloader's (the converted pipeline on the same
+    file's bytes, decode included). The loaders' ratio cannot pass these
+    ratios by much: it is what bounds a row."""
+    import torchvision
+    from ringloader import _ringloader
+    samples = torchvision.datasets.ImageFolder(corpus).samples
+    stride = max(1, len(samples) // count)  # every class, as the loaders see them
+    blobs = [open(samples[i * stride][0], "rb").read() for i in range(count)]
+    out = {}
+    for name, sides in loaders.items():
+        dataset = sides["torch"].dataset
+        converted = sides["ringloader"]._converted
+        if converted is None:
+            continue
+        pipeline = converted.ringloader_pipeline_json()
+        costs = {}
+        for side in ("torch", "ringloader"):
+            start = time.process_time()
+            for i, blob in enumerate(blobs):
+                if side == "torch":
+                    dataset[i * stride]
+                else:
+                    _ringloader.apply_pipeline(pipeline, blob, "RGB", 0, 0, i)
+            costs[side] = (time.process_time() - start) / count * 1e6
+        out[name] = costs
+        print(f"| {name} | {costs['torch']:.0f} | {costs['ringloader']:.0f} "
+              f"| {costs['torch'] / costs['ringloader']:.2f}x |", flush=True)
+    return out
+
+
+SIDES = ("torch", "ringloader", "dali")
+
+
+def add_dali(loaders, args):
+    """DALI's own auto-augment beside the torchvision rows (recipes_dali.py);
+    a recipe DALI cannot run on the CPU prints DALI's error and has no DALI
+    column."""
+    import recipes_dali
+    for name in recipes_dali.RECIPES:
+        if name not in loaders:
+            continue
+        try:
+            loaders[name]["dali"] = recipes_dali.dali_loader(
+                args.corpus, name, args.batch_size, args.workers)
+        except Exception as error:  # noqa: BLE001 -- shown as DALI said it
+            print(f"DALI cannot run {name} on the CPU: {type(error).__name__}: {error}",
+                  file=sys.stderr)
+
+
 def timed(loader):
     count, start = 0, time.perf_counter()
     for images, _labels in loader:
@@ -157,6 +220,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--rows", default="", help="comma-separated subset of the rows")
     parser.add_argument("--timm", action="store_true", help="timm's create_loader rows only")
+    parser.add_argument("--dali", action="store_true",
+                        help="add DALI's own CPU auto-augment (ta_wide, ra, imagenet rows)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="instead of loaders: one thread's CPU us per image over N photos")
     args = parser.parse_args()
     import torch
     import torchvision
@@ -174,35 +241,56 @@ def main():
                                                               **common),
                          "ringloader": ours,
                          "path": "native" if ours._converted else "Python workers"}
+    if args.profile:
+        print("| recipe | torch core-us/img | ringloader core-us/img | ratio |\n|---|---|---|---|")
+        profile(loaders, args.corpus, args.profile)
+        return
+    if args.dali:
+        add_dali(loaders, args)
     for sides in loaders.values():
-        timed(sides["torch"])
-        timed(sides["ringloader"])
-    rates = {name: {"torch": [], "ringloader": []} for name in loaders}
+        for side in SIDES:
+            if side in sides:
+                timed(sides[side])
+    rates = {name: {side: [] for side in SIDES if side in sides}
+             for name, sides in loaders.items()}
+    loads = []  # the 1-minute load average after each round
     for _ in range(args.rounds):
         for name, sides in loaders.items():
-            for side in ("torch", "ringloader"):
+            for side in rates[name]:
                 rates[name][side].append(timed(sides[side]))
+        loads.append(float(open("/proc/loadavg").read().split()[0]))
     load_after = open("/proc/loadavg").read().split()[:3]
     results = []
     for name, sides in rates.items():
         median = {side: statistics.median(values) for side, values in sides.items()}
+        ratios = {"ringloader/torch": median["ringloader"] / median["torch"]}
+        if "dali" in median:
+            ratios["ringloader/dali"] = median["ringloader"] / median["dali"]
+            ratios["dali/torch"] = median["dali"] / median["torch"]
         results.append({"row": name, "path": loaders[name]["path"], "rounds": sides,
-                        "img_per_s": median, "ratio": median["ringloader"] / median["torch"]})
+                        "img_per_s": median, "ratios": ratios})
     first = loaders and next(iter(loaders.values()))["torch"]
+    dali = sys.modules.get("nvidia.dali")
     print(json.dumps({"images": len(getattr(first, "loader", first).dataset),
                       "cores": os.cpu_count(), "load_before": load_before,
-                      "load_after": load_after, "torch": torch.__version__,
-                      "torchvision": torchvision.__version__,
+                      "load_after_rounds": loads, "load_after": load_after,
+                      "torch": torch.__version__, "torchvision": torchvision.__version__,
                       "timm": getattr(sys.modules.get("timm"), "__version__", None),
-                      "results": results}))
-    print("| recipe | path | torch img/s | ringloader img/s | ratio |")
-    print("|---|---|---|---|---|")
+                      "dali": getattr(dali, "__version__", None), "results": results}))
+    print("| recipe | path | torch img/s | ringloader img/s | ratio |"
+          + (" DALI img/s | ringloader/DALI | DALI/torch |" if args.dali else ""))
+    print("|---|---|---|---|---|" + ("---|---|---|" if args.dali else ""))
     for r in results:
-        m = r["img_per_s"]
-        print(f"| {r['row']} | {r['path']} | {m['torch']:.0f} | {m['ringloader']:.0f} "
-              f"| {r['ratio']:.2f}x |")
-    print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)} "
-          f"({os.cpu_count()} cores)")
+        m, q = r["img_per_s"], r["ratios"]
+        line = (f"| {r['row']} | {r['path']} | {m['torch']:.0f} | {m['ringloader']:.0f} "
+                f"| {q['ringloader/torch']:.2f}x |")
+        if "dali" in m:
+            line += f" {m['dali']:.0f} | {q['ringloader/dali']:.2f}x | {q['dali/torch']:.2f}x |"
+        elif args.dali:
+            line += " - | - | - |"
+        print(line)
+    print(f"load average before {' '.join(load_before)}, after each round "
+          f"{', '.join(f'{v:.2f}' for v in loads)} ({os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

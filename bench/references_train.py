@@ -13,6 +13,12 @@ folder (bench/make_photo_folder.py --preset imagenet), a small model so the
 loader, not the model, sets the pace. Rounds alternate torch / ringloader,
 each a fresh process.
 
+--references DIR runs another copy of the reference (a newer torchvision's
+references/classification, cached as ~/.cache/ringloader/src/vision-<ver>/);
+--use-v2 passes train.py's own --use-v2 (torchvision >= 0.16's references:
+the same recipe built from transforms.v2), refused when that train.py has no
+such flag.
+
 Prints per side the epoch's wall time (train.py's own "Total time"), the mean
 of train.py's per-iteration ``data`` column (seconds the step waited for its
 batch), the validation Acc@1, and whether ringloader ran the recipe natively
@@ -50,7 +56,7 @@ def command(side, args):
         "--auto-augment", "ta_wide", "--random-erase", "0.1",
         "--train-crop-size", str(args.crop), "--val-crop-size", str(args.crop),
         "--val-resize-size", str(args.crop * 8 // 7), "--print-freq", "1",
-        "--output-dir", "", *args.extra]
+        "--output-dir", "", *(["--use-v2"] if args.use_v2 else []), *args.extra]
 
 
 def run(side, args):
@@ -69,14 +75,17 @@ def run(side, args):
     waits = [float(m) for m in re.findall(r"Epoch: \[0\].*?data: ([0-9.]+)", out)]
     acc = re.findall(r"Acc@1 ([0-9.]+)", out)
     return {"wall": wall, "epoch": epoch_s, "data": statistics.mean(waits[1:] or waits or [0]),
-            "acc1": acc[-1] if acc else "?", "native": "has no native op" not in out,
+            "acc1": acc[-1] if acc else "?", "load": open("/proc/loadavg").read().split()[0],
+            "native": "has no native op" not in out,
             "fallback": [line for line in out.splitlines() if "has no native op" in line][:1]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", required=True, help="a folder for train/ and val/ (made if missing)")
-    parser.add_argument("--references", default=DEFAULT_REFS)
+    parser.add_argument("--references", default=DEFAULT_REFS,
+                        help="a references/classification folder (train.py, presets.py, ...)")
+    parser.add_argument("--use-v2", action="store_true", help="train.py --use-v2 (transforms.v2)")
     parser.add_argument("--per-class", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--model", default="shufflenet_v2_x0_5")
@@ -87,7 +96,14 @@ def main():
     args = parser.parse_args()
     if not os.path.isfile(os.path.join(args.references, "train.py")):
         sys.exit(f"no train.py under {args.references}: run scripts/get_real_scripts.sh")
+    if args.use_v2 and "--use-v2" not in open(os.path.join(args.references, "train.py")).read():
+        sys.exit(f"{args.references}/train.py has no --use-v2 (torchvision < 0.16's reference)")
     make_corpus(args.corpus, args.per_class)
+    import torch
+    import torchvision
+    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, reference "
+          f"{args.references}{' --use-v2' if args.use_v2 else ''}, load before "
+          f"{open('/proc/loadavg').read().split()[0]} ({os.cpu_count()} cores)", flush=True)
     results = {"torch": [], "ringloader": []}
     for round_index in range(args.rounds):
         for side in ("torch", "ringloader"):
@@ -95,7 +111,7 @@ def main():
             results[side].append(result)
             print(f"round {round_index} {side:10s} epoch {result['epoch']:4.0f} s "
                   f"(process {result['wall']:5.1f} s), data wait {result['data']:.3f} s/step, "
-                  f"Acc@1 {result['acc1']}"
+                  f"Acc@1 {result['acc1']}, load {result['load']}"
                   + (f", native {result['native']} {result['fallback']}" if side == "ringloader" else ""),
                   flush=True)
     median = {side: statistics.median(r["wall"] for r in rs) for side, rs in results.items()}
