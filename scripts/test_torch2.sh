@@ -73,9 +73,9 @@ pytest_installed() {
 }
 # By default two pytest processes: most tests wait on worker processes
 # starting and exiting, so one process leaves a core idle. The files are
-# dealt by size (a rough proxy for time: on 2026-11-27 the halves took 488
-# and 214 s). Each half has its own basetemp (pytest prunes numbered temp
-# folders it thinks are its own) and its own log.
+# dealt by measured time (tests/shards.py, $RINGLOADER_PYTEST_SHARD; dealt
+# by size they took 406 and 241 s). Each half has its own basetemp (pytest
+# prunes numbered temp folders it thinks are its own) and its own log.
 # A half whose interpreter died of a signal (not a failing test) runs once
 # more, and its crash is shown: CPython 3.12.1's garbage collector crashes
 # on some reference cycles that hold buffer exports (python/cpython#77894
@@ -84,18 +84,18 @@ pytest_installed() {
 # ours, and was fixed: test_batch_codec's reference-cycle test). A second
 # death, or any failing test, fails the stage.
 run_half() {
-  local name=$1; shift
+  local name=$1 shard=$2; shift 2
   local status=0
-  pytest_installed --basetemp="$WORK/pytest-$name" "$@" > "$WORK/pytest-$name.log" 2>&1 ||
-    status=$?
+  RINGLOADER_PYTEST_SHARD=$shard pytest_installed --basetemp="$WORK/pytest-$name" "$@" \
+    > "$WORK/pytest-$name.log" 2>&1 || status=$?
   if [ "$status" -gt 128 ]; then
     { echo "== torch2: pytest half $name: the interpreter died of signal $((status - 128)):"
       grep -A14 "Fatal Python error" "$WORK/pytest-$name.log" | head -24 || true
       echo "== torch2: pytest half $name: run once more"; } > "$WORK/pytest-$name.crash"
     mv "$WORK/pytest-$name.log" "$WORK/pytest-$name.first.log"
     status=0
-    pytest_installed --basetemp="$WORK/pytest-$name-again" "$@" > "$WORK/pytest-$name.log" 2>&1 ||
-      status=$?
+    RINGLOADER_PYTEST_SHARD=$shard pytest_installed --basetemp="$WORK/pytest-$name-again" "$@" \
+      > "$WORK/pytest-$name.log" 2>&1 || status=$?
   fi
   return "$status"
 }
@@ -103,14 +103,9 @@ if [ -n "${RINGLOADER_TORCH2_TESTS:-}" ] || [ $# -gt 0 ]; then
   TESTS=(${RINGLOADER_TORCH2_TESTS:-tests})
   pytest_installed "${TESTS[@]}" "$@"
 else
-  mapfile -t FILES < <(ls -S tests/test_*.py)
-  HALF_A=() HALF_B=()
-  for i in "${!FILES[@]}"; do
-    if (( i % 4 == 0 || i % 4 == 3 )); then HALF_A+=("${FILES[$i]}"); else HALF_B+=("${FILES[$i]}"); fi
-  done
   status_a=0 status_b=0
-  run_half a "${HALF_A[@]}" & pid_a=$!
-  run_half b "${HALF_B[@]}" || status_b=$?
+  run_half a 1/2 tests & pid_a=$!
+  run_half b 2/2 tests || status_b=$?
   wait "$pid_a" || status_a=$?
   for half in a b; do
     if [ -f "$WORK/pytest-$half.crash" ]; then cat "$WORK/pytest-$half.crash"; fi

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hang_watchdog import pytest_configure as _watchdog_configure
+from shards import keep_shard
 
 # The build tree's package (ctest sets PYTHONPATH; this helps direct runs).
 _BUILD = os.environ.get("RINGLOADER_BUILD_DIR",
@@ -27,7 +28,8 @@ def pytest_configure(config):
                    "scripts/test.sh counts those that ran")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
+    keep_shard(config, items)  # $RINGLOADER_PYTEST_SHARD
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="needs root to act as another user (nobody)")
         for item in items:
