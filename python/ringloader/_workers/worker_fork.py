@@ -48,34 +48,43 @@ def close_server_state(server):
 def become_worker(server, index, group, fds):
     """This process (a fork of `server`) becomes stub `index`'s worker.
     Never returns."""
-    code = 1
+    _exit_with(lambda: _serve(server, index, group, fds))
+
+
+def _serve(server, index, group, fds):
+    server_pid = os.getppid()
+    # The stub's process group: when the trainer's pool kills the stub's
+    # group (a hang) or sees the stub gone, this worker dies with it,
+    # before the pool re-does its batch.
+    os.setpgid(0, group)
+    die_with_parent()
+    set_name(f"rl-worker-{index}")
+    close_server_state(server)
+    # stdio onto 0-2. The ring keeps the number it arrived with: in a
+    # zygote forked from the trainer, 3 and 4 may belong to the trainer's
+    # objects (a log file), whose finaliser would close it.
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+        if fd > 2:
+            os.close(fd)
+    os.close(fds[4])  # the config memfd: the payload came by socket
+    from ringloader import _exceptions
+    _exceptions.set_worker_channel(server.records, index)
+    if server.config.get("iterable") is not None:
+        from ringloader._workers import iterable_worker as _worker
+    else:
+        from ringloader._workers import worker as _worker
+    return _worker.serve(index, server_pid, server.config, ring_fd=fds[3])
+
+
+def _exit_with(body):
+    """Ends this forked process with body()'s exit code (3 if it raised):
+    a fork of the server must never return into the server's loop."""
+    code = 3
     try:
-        server_pid = os.getppid()
-        # The stub's process group: when the trainer's pool kills the
-        # stub's group (a hang) or sees the stub gone, this worker dies
-        # with it, before the pool re-does its batch.
-        os.setpgid(0, group)
-        die_with_parent()
-        set_name(f"rl-worker-{index}")
-        close_server_state(server)
-        # stdio onto 0-2. The ring keeps the number it arrived with: in
-        # a zygote forked from the trainer, 3 and 4 may belong to the
-        # trainer's objects (a log file), whose finaliser would close it.
-        for target, fd in enumerate(fds[:3]):
-            os.dup2(fd, target)
-            if fd > 2:
-                os.close(fd)
-        os.close(fds[4])  # the config memfd: the payload came by socket
-        from ringloader import _exceptions
-        _exceptions.set_worker_channel(server.records, index)
-        if server.config.get("iterable") is not None:
-            from ringloader._workers import iterable_worker as _worker
-        else:
-            from ringloader._workers import worker as _worker
-        code = _worker.serve(index, server_pid, server.config, ring_fd=fds[3])
+        code = body()
     except BaseException:  # noqa: BLE001
         traceback.print_exc()
-        code = 3
     finally:
         try:
             sys.stdout.flush()
@@ -131,28 +140,23 @@ class SpareWorker:
 
 
 def _wait_for_assignment(server, server_pid, channel):
-    code = 0
-    try:
-        die_with_parent()
-        if os.getppid() != server_pid:
-            return  # the server ended before the death signal was armed
-        set_name("rl-spare-worker")
-        close_server_state(server)
-        import_seeded_modules()  # while it waits for its stub
-        message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size,
-                                                 _stub_gate.STUB_FDS)
-        channel.close()
-        if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \
-                not flags & socket.MSG_CTRUNC:
-            index, group = _ASSIGNMENT.unpack(message)
-            become_worker(server, index, group, fds)
-        _stub_gate.close_all(fds)  # discarded (EOF), or a message not from our server
-    except BaseException:  # noqa: BLE001  (a forked child must not return)
-        traceback.print_exc()
-        code = 3
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    _exit_with(lambda: _assigned(server, server_pid, channel))
+
+
+def _assigned(server, server_pid, channel):
+    """Becomes the worker of the descriptors its server hands over; 0
+    without them (discarded, or its server gone)."""
+    die_with_parent()
+    if os.getppid() != server_pid:
+        return 0  # the server ended before the death signal was armed
+    set_name("rl-spare-worker")
+    close_server_state(server)
+    import_seeded_modules()  # while it waits for its stub
+    message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size, _stub_gate.STUB_FDS)
+    channel.close()
+    if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \
+            not flags & socket.MSG_CTRUNC:
+        index, group = _ASSIGNMENT.unpack(message)
+        become_worker(server, index, group, fds)
+    _stub_gate.close_all(fds)  # discarded (EOF), or a message not from our server
+    return 0
