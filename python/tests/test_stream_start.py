@@ -7,6 +7,7 @@ it is at iter(), worker_init_fn once per worker and epoch, torch's
 get_worker_info() and seeds."""
 import gc
 import os
+import signal
 import time
 import warnings
 
@@ -147,6 +148,30 @@ def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
     # trainer's children); the zygote forked no server at iter().
     assert all(_children(server) for server in early)
     assert _children(zygote) == early
+
+
+def test_a_loader_whose_zygote_died_before_iter_starts_its_workers_anew():
+    loader, zygote, early = _built_with_servers(2)
+    os.kill(zygote, signal.SIGKILL)
+    os.waitid(os.P_PID, zygote, os.WEXITED | os.WNOWAIT)  # dead (the loader reaps it)
+    ours, torchs = (torch.cat(list(source))[:, [0, 3]]
+                    for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
+                                                           num_workers=2)))
+    assert torch.equal(ours, torchs)
+    deadline = time.monotonic() + 10  # the unused servers end with their sockets
+    while not all(_ended(pid) for pid in early) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert all(_ended(pid) for pid in early)
+
+
+def _ended(pid):
+    """Gone, or a zombie: an orphan of the killed zygote waits for init,
+    which some containers' init never reaps."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "State:\tZ" in status.read()
+    except FileNotFoundError:
+        return True
 
 
 def test_a_loader_never_iterated_leaves_no_server_behind():

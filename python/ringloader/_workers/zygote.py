@@ -225,7 +225,10 @@ class LoaderServer:
         set_name("rl-server")
         # Its pid: the trainer kills it should the probe below outlast the
         # workers' start timeout (worker_start_timeout_s).
-        self.trainer.sendall(b"H" + struct.pack("<q", os.getpid()))
+        try:
+            self.trainer.sendall(b"H" + struct.pack("<q", os.getpid()))
+        except OSError:
+            return 0  # the trainer is gone, or dropped the loader: nothing to serve
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake = (wake_r, wake_w)
@@ -233,7 +236,10 @@ class LoaderServer:
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select
         reply = self._load()
         if "error" in reply:
-            send_frame(self.trainer, pickle.dumps(reply))
+            try:
+                send_frame(self.trainer, pickle.dumps(reply))
+            except OSError:
+                pass  # the trainer is gone (a server asked for early, unused)
             return 0
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         # Abstract namespace: no file to clean up; "@" stands for its NUL on
