@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ImageEnhance.Sharpness's one-pass SMOOTH + blend, AVX2 and portable, gives
-// the bytes of Pillow's two steps as written here (ImagingFilter3x3 with
-// SMOOTH into a new image, then ImagingBlend), which the parity suites
-// compare with Pillow itself.
+// ImageEnhance's fast paths, AVX2 and portable, give the bytes of Pillow's
+// steps as written here: Sharpness's one-pass SMOOTH + blend against
+// ImagingFilter3x3 with SMOOTH into a new image then ImagingBlend; Color's
+// chunked blend against the per-pixel luma and blend. The parity suites
+// compare those steps with Pillow itself.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
 #include "transforms/color_adjust.h"
+#include "transforms/color_convert.h"
 #include "transforms/pil_ops.h"
 #include "transforms/resample_kernels.h"
 
@@ -65,6 +67,36 @@ TEST(SharpnessSimd, OnePassEqualsSmoothThenBlend) {
     }
   }
   EXPECT_EQ(compared, 2 * 4 * 7 * 2);
+}
+
+// Past one chunk of 2048 pixels, with a tail that is not a multiple of 8
+// bytes; factors of AutoAugment's Color (1 + m, m in [-0.9, 0.9]) and
+// beyond, and 0 (the gray image).
+TEST(ColorSimd, ChunkedBlendEqualsPerPixel) {
+  std::mt19937 rng(46);
+  int compared = 0;
+  for (auto [h, w] : {std::pair{224, 224}, std::pair{1, 1}, std::pair{3, 5}, std::pair{61, 37}}) {
+    Image in(h, w, 3);
+    for (auto& p : in.pixels) p = static_cast<uint8_t>(rng() % 3 == 0 ? 255 * (rng() % 2) : rng());
+    for (float factor : {0.0f, 0.1f, 0.55f, 1.9f, 3.3f, -1.5f}) {
+      Image expected = in;
+      for (size_t i = 0; i < expected.pixels.size(); i += 3) {
+        uint8_t* p = &expected.pixels[i];
+        const int gray = luma(p[0], p[1], p[2]);
+        for (int c = 0; c < 3; ++c) p[c] = pil_blend(gray, p[c], factor);
+      }
+      for (bool simd : {true, false}) {
+        allow_simd(simd);
+        Image image = in;
+        adjust_saturation(image, factor);
+        allow_simd(true);
+        ASSERT_EQ(image.pixels, expected.pixels) << h << "x" << w << " factor " << factor
+                                                 << " simd " << simd;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 4 * 6 * 2);
 }
 
 }  // namespace
