@@ -16,6 +16,7 @@
 // x86-64.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -152,6 +153,7 @@ void for_each_step(const Image& in, const AffineMatrix& a, Image& out, const Ste
 struct BilinearStep {
   const Image& in;
   const AffineMatrix& a;
+  bool flat_x, flat_y;  // dx (dy) is 0 for every pixel: see flat_axis()
 
   __attribute__((target("avx2"))) bool operator()(int x, double a1py, double a4py,
                                                   uint8_t* target) const {
@@ -169,9 +171,11 @@ struct BilinearStep {
     if (_mm_movemask_epi8(_mm_cmpgt_epi32(o11, last))) return false;
     const uint8_t* base = in.pixels.data();
     const __m128i w00 = gather(base, _mm_add_epi32(r0, x0));
-    const __m128i w01 = gather(base, _mm_add_epi32(r0, x1));
-    const __m128i w10 = gather(base, _mm_add_epi32(r1, x0));
-    const __m128i w11 = gather(base, o11);
+    // With dy == 0, v1 + (v2 - v1) * 0 is v1: row 1 is not read. With dx ==
+    // 0, row[x0] + (row[x1] - row[x0]) * 0 is row[x0]: column 1 is not read.
+    const __m128i w01 = flat_x ? w00 : gather(base, _mm_add_epi32(r0, x1));
+    const __m128i w10 = flat_y ? w00 : gather(base, _mm_add_epi32(r1, x0));
+    const __m128i w11 = flat_x ? w10 : flat_y ? w01 : gather(base, o11);
     __m128i values[3];
     for (int ch = 0; ch < c; ++ch) {
       const __m128i p00 = channel(w00, ch), p01 = channel(w01, ch);
@@ -180,6 +184,10 @@ struct BilinearStep {
       const __m256d v1 = _mm256_add_pd(
           _mm256_cvtepi32_pd(p00),
           _mm256_mul_pd(_mm256_cvtepi32_pd(_mm_sub_epi32(p01, p00)), l.dx));
+      if (flat_y) {
+        values[ch] = _mm256_cvttpd_epi32(v1);
+        continue;
+      }
       const __m256d v2 = _mm256_add_pd(
           _mm256_cvtepi32_pd(p10),
           _mm256_mul_pd(_mm256_cvtepi32_pd(_mm_sub_epi32(p11, p10)), l.dx));
@@ -195,6 +203,7 @@ struct BilinearStep {
 struct BicubicStep {
   const Image& in;
   const AffineMatrix& a;
+  bool flat_x, flat_y;  // dx (dy) is 0 for every pixel: see flat_axis()
 
   __attribute__((target("avx2"))) bool operator()(int x, double a1py, double a4py,
                                                   uint8_t* target) const {
@@ -223,19 +232,36 @@ struct BicubicStep {
       return false;
     }
     const uint8_t* base = in.pixels.data();
+    // cubic's p1 + d * (...) with d == 0 is p1, the second sample: with
+    // dy == 0 the value is row 1's horizontal cubic (row yi, inside), with
+    // dx == 0 each row's cubic is its sample at column 1 (column xi).
     __m128i words[4][4];
     for (int r = 0; r < 4; ++r) {
-      for (int k = 0; k < 4; ++k) words[r][k] = gather(base, _mm_add_epi32(rows[r], columns[k]));
+      for (int k = 0; k < 4; ++k) {
+        const bool needed = flat_y ? r == 1 : flat_x ? k == 1 : true;
+        if (needed) words[r][k] = gather(base, _mm_add_epi32(rows[r], columns[k]));
+      }
     }
     const __m256d lo = _mm256_setzero_pd(), hi = _mm256_set1_pd(255.0);
     __m128i values[3];
     for (int ch = 0; ch < c; ++ch) {
-      __m256d v[4];
-      for (int r = 0; r < 4; ++r) {
-        v[r] = cubic_int(channel(words[r][0], ch), channel(words[r][1], ch),
-                         channel(words[r][2], ch), channel(words[r][3], ch), l.dx);
+      __m256d value;
+      if (flat_y) {
+        value = cubic_int(channel(words[1][0], ch), channel(words[1][1], ch),
+                          channel(words[1][2], ch), channel(words[1][3], ch), l.dx);
+      } else if (flat_x) {
+        value = cubic_pd(_mm256_cvtepi32_pd(channel(words[0][1], ch)),
+                         _mm256_cvtepi32_pd(channel(words[1][1], ch)),
+                         _mm256_cvtepi32_pd(channel(words[2][1], ch)),
+                         _mm256_cvtepi32_pd(channel(words[3][1], ch)), l.dy);
+      } else {
+        __m256d v[4];
+        for (int r = 0; r < 4; ++r) {
+          v[r] = cubic_int(channel(words[r][0], ch), channel(words[r][1], ch),
+                           channel(words[r][2], ch), channel(words[r][3], ch), l.dx);
+        }
+        value = cubic_pd(v[0], v[1], v[2], v[3], l.dy);
       }
-      const __m256d value = cubic_pd(v[0], v[1], v[2], v[3], l.dy);
       // <= 0: 0, >= 255: 255, else truncated (no NaN from finite samples)
       values[ch] = _mm256_cvttpd_epi32(_mm256_min_pd(_mm256_max_pd(value, lo), hi));
     }
@@ -246,15 +272,30 @@ struct BicubicStep {
 
 }  // namespace
 
+namespace {
+
+// True when one coordinate's fraction is 0 at every output pixel: that
+// coordinate is (±0 * p_other + 1 * p) + an integer, where p = pixel + .5,
+// so minus .5 it is an exact integer. AutoAugment's ShearX matrix has
+// a3 = -0.0, a4 = 1, a5 = 0 (dy == 0), ShearY's a0 = 1, a1 = 0, a2 = 0
+// (dx == 0).
+bool flat_axis(double cross, double same, double offset) {
+  return cross == 0.0 && same == 1.0 && std::fabs(offset) < 1e8 && offset == std::trunc(offset);
+}
+
+}  // namespace
+
 bool affine_bilinear_avx2(const Image& in, const AffineMatrix& a, Image& out) {
   if (!have_avx2() || (in.channels != 1 && in.channels != 3) || !fits_int32(in)) return false;
-  for_each_step(in, a, out, BilinearStep{in, a}, bilinear_pixel);
+  const BilinearStep step{in, a, flat_axis(a[1], a[0], a[2]), flat_axis(a[3], a[4], a[5])};
+  for_each_step(in, a, out, step, bilinear_pixel);
   return true;
 }
 
 bool affine_bicubic_avx2(const Image& in, const AffineMatrix& a, Image& out) {
   if (!have_avx2() || (in.channels != 1 && in.channels != 3) || !fits_int32(in)) return false;
-  for_each_step(in, a, out, BicubicStep{in, a}, bicubic_pixel);
+  const BicubicStep step{in, a, flat_axis(a[1], a[0], a[2]), flat_axis(a[3], a[4], a[5])};
+  for_each_step(in, a, out, step, bicubic_pixel);
   return true;
 }
 

@@ -59,6 +59,10 @@ std::vector<AffineMatrix> matrices(int height, int width, std::mt19937& rng) {
   out.push_back(inverse_affine_matrix({0, 0}, 0, {0, 0}, 1, {0, std::atan(-0.3) * 57.29577951308232}));
   out.push_back(inverse_affine_matrix(centre, 30.0, {0, 0}, 1, {0, 0}));
   out.push_back({1, 0, 0.5, 0, 1, -0.5});
+  // One coordinate's fraction 0 everywhere (the kernels skip that axis's
+  // interpolation), the other's not.
+  out.push_back({1, 0.3, 0.5, -0.0, 1, 2});
+  out.push_back({1, 0, -3, 0.2, 1, 0.25});
   out.push_back({-1, 0, static_cast<double>(width), 0, 1, 0});
   out.push_back({1, 0, 1e12, 0, 1, 0});
   out.push_back({1, 0, NAN, 0, 1, 0});
@@ -97,7 +101,7 @@ TEST(AffineSimd, Avx2KernelsEqualThePerPixelLoops) {
       }
     }
   }
-  EXPECT_EQ(compared, 2 * 5 * 19 * 2 * 2);
+  EXPECT_EQ(compared, 2 * 5 * 21 * 2 * 2);
 }
 
 // TranslateX/Y's matrices (F.affine about the centre, int() translations)
