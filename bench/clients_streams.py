@@ -18,7 +18,9 @@ Each side, case and epoch count runs in a fresh process (it pays its own
 imports and its loader's start, as a training run does); rounds are
 interleaved torch / ringloader. Per run: samples/s from building the loader
 to the end of the last epoch, the first batch (seconds from building the
-loader), the median first batch of the later epochs (from iter()), and a
+loader; with --gap-s, the script waits that long after building it, as
+one building its model does, and both count from iter()), the median first
+batch of the later epochs (from iter()), and a
 digest of every batch. Prints medians and ringloader / torch (samples/s:
 > 1 is faster; first batch: < 1 is sooner). Needs webdataset and datasets:
 
@@ -106,11 +108,14 @@ def _first_tensor(batch):
     return batch[0] if isinstance(batch, (list, tuple)) else batch["x"]
 
 
-def child(case, root, epochs):
+def child(case, root, epochs, gap_s=0.0):
     """One run: prints a JSON line of its figures."""
     import torch
     start = time.perf_counter()
     loader = loader_for(case, root)
+    if gap_s:  # what a script does between its loader and its first epoch
+        time.sleep(gap_s)
+        start = time.perf_counter()
     digest, samples, first, later = hashlib.sha256(), 0, None, []
     for epoch in range(epochs):
         began = time.perf_counter()
@@ -130,11 +135,11 @@ def child(case, root, epochs):
                       "samples": samples, "digest": digest.hexdigest()[:16]}))
 
 
-def _run(side, case, root, epochs):
+def _run(side, case, root, epochs, gap_s):
     here = os.path.abspath(__file__)
     prefix = ["-m", "ringloader"] if side == "ringloader" else []
     command = [sys.executable, *prefix, here, "--child", case, "--root", root,
-               "--epochs", str(epochs)]
+               "--epochs", str(epochs), "--gap-s", str(gap_s)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{side} {case}: {done.stderr[-3000:]}")
@@ -156,10 +161,13 @@ def main():
     parser.add_argument("--epochs", default="1,10")
     parser.add_argument("--cases", default="wds,webloader,hf")
     parser.add_argument("--root", default=None, help="data folder (default: a temporary one)")
+    parser.add_argument("--gap-s", type=float, default=0.0,
+                        help="seconds between building the loader and the first iter() (a "
+                             "script building its model); times then count from iter()")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child, args.root, int(args.epochs))
+        return child(args.child, args.root, int(args.epochs), args.gap_s)
     root = args.root or tempfile.mkdtemp(prefix="clients-streams-")
     os.makedirs(root, exist_ok=True)
     cases = args.cases.split(",")
@@ -174,7 +182,7 @@ def main():
             for epochs in epoch_counts:
                 for side in ("torch", "ringloader"):
                     runs.setdefault((case, epochs, side), []).append(
-                        _run(side, case, root, epochs))
+                        _run(side, case, root, epochs, args.gap_s))
     print(f"{'case':10} {'epochs':>6} {'side':>10} {'samples/s':>10} {'first s':>8} "
           f"{'later first s':>13}  same batches")
     for case in cases:
