@@ -84,18 +84,18 @@ pytest_installed() {
 # ours, and was fixed: test_batch_codec's reference-cycle test). A second
 # death, or any failing test, fails the stage.
 run_half() {
-  local name=$1 shard=$2; shift 2
+  local name=$1; local -x RINGLOADER_PYTEST_SHARD=$2; shift 2
   local status=0
-  RINGLOADER_PYTEST_SHARD=$shard pytest_installed --basetemp="$WORK/pytest-$name" "$@" \
-    > "$WORK/pytest-$name.log" 2>&1 || status=$?
+  pytest_installed --basetemp="$WORK/pytest-$name" "$@" > "$WORK/pytest-$name.log" 2>&1 ||
+    status=$?
   if [ "$status" -gt 128 ]; then
     { echo "== torch2: pytest half $name: the interpreter died of signal $((status - 128)):"
       grep -A14 "Fatal Python error" "$WORK/pytest-$name.log" | head -24 || true
       echo "== torch2: pytest half $name: run once more"; } > "$WORK/pytest-$name.crash"
     mv "$WORK/pytest-$name.log" "$WORK/pytest-$name.first.log"
     status=0
-    RINGLOADER_PYTEST_SHARD=$shard pytest_installed --basetemp="$WORK/pytest-$name-again" "$@" \
-      > "$WORK/pytest-$name.log" 2>&1 || status=$?
+    pytest_installed --basetemp="$WORK/pytest-$name-again" "$@" > "$WORK/pytest-$name.log" 2>&1 ||
+      status=$?
   fi
   return "$status"
 }

@@ -28,12 +28,17 @@ _STUB = os.path.join(_ringloader.library_folder(), "ringloader-python-stub")
 _MAX_SAMPLE_BYTES = 1 << 31
 
 
+def stub_present():
+    """Whether the stub Python workers need is there to run."""
+    return os.access(_STUB, os.X_OK)
+
+
 def _start_server(records_fd, zygote=None):
     """A new loader server: the trainer's end of its socket, _ServerProcess.
     From `zygote` (a loader's own, _trainer/warm_zygote.py) while it lives,
     else from the trainer's. Refused before any fork when the stub its
     workers need is missing."""
-    if not os.access(_STUB, os.X_OK):
+    if not stub_present():
         raise OptionError(f"ringloader: {_STUB} is missing or not executable: "
                           f"this build lacks the Python workers' stub (build the "
                           f"ringloader-python-stub target, or reinstall)")

@@ -96,11 +96,7 @@ class _ChildZygote(_zygote_process._Zygote):
         self.control, self.pid = ours, None
         try:
             with _zygote_process.lock:
-                if not parent.ready:
-                    if parent._wait(parent.control, _zygote_process._timeout_s(),
-                                    "the zygote to be ready") != b"R":
-                        raise EOFError("zygote failed to start")
-                    parent.ready = True
+                parent.wait_ready(_zygote_process._timeout_s())
                 socket.send_fds(parent.control, [b"Z"], [theirs.fileno()])
             theirs.close()
             ours.settimeout(_zygote_process._timeout_s())
@@ -189,7 +185,7 @@ def request_servers(zygote, count):
     """`count` EarlyServers of `zygote` (none without a zygote forked from
     the trainer, or without the workers' stub: _start_server refuses that
     at iter(), before any fork)."""
-    if zygote is None or not os.access(_python_workers._STUB, os.X_OK):
+    if zygote is None or not _python_workers.stub_present():
         return []
     servers = []
     try:

@@ -128,10 +128,7 @@ class _Zygote:
         """fork_server's result for a request_server socket."""
         timeout = _timeout_s()
         try:
-            if not self.ready:
-                if self._wait(self.control, timeout, "the zygote to be ready") != b"R":
-                    raise EOFError("zygote failed to start")
-                self.ready = True
+            self.wait_ready(timeout)
             if self._wait(ours, timeout, "the zygote to start a loader server") != b"H":
                 raise EOFError("loader server failed to start")
             (pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))  # sent with b"H"
@@ -139,6 +136,14 @@ class _Zygote:
             ours.close()
             raise
         return ours, _ServerProcess(pid, self.pid or self.process.pid)
+
+    def wait_ready(self, timeout):
+        """Returns once the zygote has said it is ready (its imports done);
+        EOFError if it ended first, WorkerError past `timeout`."""
+        if not self.ready:
+            if self._wait(self.control, timeout, "the zygote to be ready") != b"R":
+                raise EOFError("zygote failed to start")
+            self.ready = True
 
     def _wait(self, sock, timeout, what):
         """One byte from `sock` (b"" at its end), within `timeout`."""

@@ -286,7 +286,7 @@ class LoaderServer:
                     "exception": _picklable(error)}
 
     def _loop(self, wake_r):
-        spare_wanted = True
+        spare_wanted = self.spares_forked < self.config["num_workers"]
         while True:
             stubs = [s for s in self.workers if s not in self.orphans]
             # A spare is forked only when nothing is waiting (timeout 0):
@@ -297,7 +297,7 @@ class LoaderServer:
             if not readable and spare_wanted:
                 spare_wanted = self._fork_spare()
                 continue
-            spare_wanted = True
+            spare_wanted = self.spares_forked < self.config["num_workers"]
             # Sorted before anything moves: a connection handed over below
             # is a stub from then on, with nothing more to read.
             handshakes = [s for s in readable if s in self.pending]
