@@ -1,39 +1,42 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "transforms/random_erasing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "ringloader/errors.h"
+#include "transforms/normal_noise.h"
 
 namespace ringloader::transforms {
 namespace {
 
-constexpr double kTwoPi = 6.283185307179586;
-
-// Standard normals by Box-Muller; 1 - uniform() keeps the log finite.
-void fill_normal(SampleRng& rng, std::vector<float>& out) {
-  for (size_t i = 0; i < out.size(); i += 2) {
-    const double radius = std::sqrt(-2.0 * std::log(1.0 - rng.uniform()));
-    const double angle = kTwoPi * rng.uniform();
-    out[i] = static_cast<float>(radius * std::cos(angle));
-    if (i + 1 < out.size()) out[i + 1] = static_cast<float>(radius * std::sin(angle));
+// One value, or one per channel, over the box.
+template <typename T>
+void fill_box(T* tensor, const SampleShape& shape, const ErasingBox& box,
+              const std::vector<T>& per_value) {
+  const size_t plane = static_cast<size_t>(shape.height) * shape.width;
+  for (int c = 0; c < shape.channels; ++c) {
+    const T value = per_value[per_value.size() == 1 ? 0 : c];
+    for (int y = box.top; y < box.top + box.height; ++y) {
+      T* row = tensor + c * plane + static_cast<size_t>(y) * shape.width + box.left;
+      std::fill(row, row + box.width, value);
+    }
   }
 }
 
-template <typename T>
-void fill_box(T* tensor, const SampleShape& shape, const ErasingBox& box,
-              const std::vector<T>& per_value, bool per_pixel) {
+// Per-pixel values (CHW order over the box) copied row by row.
+void copy_rows(float* tensor, const SampleShape& shape, const ErasingBox& box,
+               const float* values) {
   const size_t plane = static_cast<size_t>(shape.height) * shape.width;
-  size_t next = 0;
   for (int c = 0; c < shape.channels; ++c) {
     for (int y = box.top; y < box.top + box.height; ++y) {
-      T* row = tensor + c * plane + static_cast<size_t>(y) * shape.width + box.left;
-      for (int x = 0; x < box.width; ++x) {
-        row[x] = per_pixel ? per_value[next++] : per_value[per_value.size() == 1 ? 0 : c];
-      }
+      std::memcpy(tensor + c * plane + static_cast<size_t>(y) * shape.width + box.left, values,
+                  sizeof(float) * box.width);
+      values += box.width;
     }
   }
 }
@@ -55,9 +58,14 @@ ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int heigh
     const double rounded_w = std::nearbyint(std::sqrt(erase_area / aspect));
     if (!(rounded_h < height && rounded_w < width)) continue;  // checked before the int cast
     const int h = static_cast<int>(rounded_h), w = static_cast<int>(rounded_w);
-    if (params.random_value && noise) {
-      noise->resize(static_cast<size_t>(channels) * (params.per_channel ? 1 : h * w));
-      fill_normal(rng, *noise);
+    if (params.random_value) {
+      // One draw names the noise's own stream (normal_noise.h), so the box's
+      // place below is drawn the same however many values the noise has.
+      const uint64_t key = rng.next_u64();
+      if (noise) {
+        noise->resize(static_cast<size_t>(channels) * (params.per_channel ? 1 : h * w));
+        standard_normals(key, noise->data(), noise->size());
+      }
     }
     box = {true, static_cast<int>(rng.integer(0, height - h)),
            static_cast<int>(rng.integer(0, width - w)), h, w};
@@ -104,37 +112,44 @@ RandomErasing::RandomErasing(ErasingParams params, const SampleShape& shape,
 }
 
 void RandomErasing::apply(void* tensor, SampleRng& rng) const {
-  std::vector<float> noise;
+  thread_local std::vector<float> noise;  // reused: up to a third of the image
   const ErasingBox box =
       draw_erasing_box(params_, shape_.channels, shape_.height, shape_.width, rng, &noise);
   if (!box.erase) return;
   if (shape_.dtype == DType::kUInt8) {
     std::vector<uint8_t> values;
     for (double v : params_.value) values.push_back(static_cast<uint8_t>(static_cast<int>(v)));
-    fill_box(static_cast<uint8_t*>(tensor), shape_, box, values, false);
+    fill_box(static_cast<uint8_t*>(tensor), shape_, box, values);
     return;
   }
-  // The value as torch holds it (float32), then Normalize's arithmetic.
-  auto normalise = [&](float v, int channel) {
-    if (mean_.empty()) return v;
-    return (v - static_cast<float>(mean_[channel])) / static_cast<float>(std_[channel]);
-  };
   std::vector<float> values;
   if (params_.random_value) {
-    values = std::move(noise);
     const size_t per_channel =
         params_.per_channel ? 1 : static_cast<size_t>(box.height) * box.width;
-    for (size_t i = 0; i < values.size(); ++i) {
-      values[i] = normalise(values[i], static_cast<int>(i / per_channel));
+    for (int c = 0; c < shape_.channels; ++c) {
+      normalise(noise.data() + c * per_channel, per_channel, c);
     }
+    if (!params_.per_channel) {
+      copy_rows(static_cast<float*>(tensor), shape_, box, noise.data());
+      return;
+    }
+    values = noise;
   } else {
     for (int c = 0; c < shape_.channels; ++c) {
-      const double v = params_.value[params_.value.size() == 1 ? 0 : c];
-      values.push_back(normalise(static_cast<float>(v), c));
+      values.push_back(static_cast<float>(params_.value[params_.value.size() == 1 ? 0 : c]));
+      normalise(&values.back(), 1, c);
     }
   }
-  fill_box(static_cast<float*>(tensor), shape_, box, values,
-           params_.random_value && !params_.per_channel);
+  fill_box(static_cast<float*>(tensor), shape_, box, values);
+}
+
+// The value as torch holds it (float32), then Normalize's arithmetic, when
+// a Normalize follows.
+void RandomErasing::normalise(float* values, size_t count, int channel) const {
+  if (mean_.empty()) return;
+  const float mean = static_cast<float>(mean_[channel]);
+  const float std = static_cast<float>(std_[channel]);
+  for (size_t i = 0; i < count; ++i) values[i] = (values[i] - mean) / std;
 }
 
 }  // namespace ringloader::transforms

@@ -32,10 +32,10 @@ struct ErasingBox {
 // forward + get_params from the sample's stream. Draws, in order: one
 // uniform (erase when < p); per try (at most 10) a float32 uniform in
 // `scale` and one in log(ratio) (float32 logs and exp, like torch); for the
-// accepted box, when value is 'random', channels * height * width standard
-// normals (Box-Muller, two per pair of uniforms) into `noise`, CHW order
-// ('random_per_channel': `channels` normals);
-// then top, then left.
+// accepted box, when value is 'random', one 64-bit key, and with it
+// channels * height * width standard normals (normal_noise.h) into `noise`,
+// CHW order ('random_per_channel': `channels` normals; the key is drawn
+// whether `noise` is given or not); then top, then left.
 ErasingBox draw_erasing_box(const ErasingParams& params, int channels, int height,
                             int width, SampleRng& rng, std::vector<float>* noise);
 
@@ -54,6 +54,7 @@ class RandomErasing {
   void apply(void* tensor, SampleRng& rng) const;
 
  private:
+  void normalise(float* values, size_t count, int channel) const;
   ErasingParams params_;
   SampleShape shape_;
   std::vector<double> mean_, std_;
