@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The two passes of Pillow's separable resampler, shared by the portable
-// loops (resample.cc) and the AVX2 ones (resample_avx2.cc). Both compute
+// loops (resample.cc) and the AVX2 ones (resample_avx2.cc, vertical;
+// resample_horizontal_avx2.cc, horizontal). Both compute
 // Pillow's exact integer sums, so they give identical bytes; AVX2 is picked
 // at run time when the CPU has it.
 #pragma once

@@ -4,6 +4,7 @@
 // on it), and constant images stay constant.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -71,6 +72,40 @@ TEST(TransformResample, Avx2PassesEqualThePortableLoops) {
     }
   }
   EXPECT_EQ(compared, 28);
+}
+
+// The horizontal AVX2 pass runs every output pixel for the most tap pairs
+// any pixel needs (zero weights past its own), reading past a row's end: in
+// place for rows with a row below them, from a padded copy for a view's
+// last row. Crops that end at the buffer's last row and column, row counts
+// not a multiple of its four, and widths from 1 to heavy downscales (more
+// pairs than the unrolled kernels have) give the portable bytes.
+TEST(TransformResample, Avx2HorizontalPassAtTheBufferEnd) {
+  if (!have_avx2()) GTEST_SKIP() << "this CPU has no AVX2";
+  std::mt19937 rng(8);
+  Image image(97, 131, 3);
+  for (auto& p : image.pixels) p = static_cast<uint8_t>(rng());
+  int compared = 0;
+  for (auto mode : {Interpolation::kBilinear, Interpolation::kBicubic}) {
+    for (auto [top, left, h, w, out_h, out_w] :
+         {std::array{0, 0, 97, 131, 97, 5}, std::array{90, 120, 7, 11, 7, 3},
+          std::array{96, 0, 1, 131, 1, 2}, std::array{95, 130, 2, 1, 2, 7},
+          std::array{94, 128, 3, 3, 3, 1}, std::array{1, 0, 96, 131, 13, 130},
+          std::array{60, 2, 37, 129, 6, 224}, std::array{0, 0, 97, 131, 97, 7}}) {
+      SCOPED_TRACE(std::to_string(h) + "x" + std::to_string(w) + " at " + std::to_string(top) +
+                   "," + std::to_string(left) + " -> " + std::to_string(out_h) + "x" +
+                   std::to_string(out_w));
+      ImageView view = ImageView::of(image).crop(top, left, h, w);
+      Image fast, portable;
+      resample(view, out_h, out_w, mode, fast);
+      allow_simd(false);
+      resample(view, out_h, out_w, mode, portable);
+      allow_simd(true);
+      ASSERT_EQ(fast.pixels, portable.pixels);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 16);
 }
 
 TEST(TransformResample, ConstantImageStaysConstant) {
