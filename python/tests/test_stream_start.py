@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """How an IterableDataset loader's workers start at each iter() (issue 46,
-item 1): side by side, their servers forked by the loader's own zygote,
-which has the trainer's modules, so no epoch imports them again; and what
+item 1): side by side, their servers forked from the trainer when the
+loader is built (or by the loader's own zygote), so they have the
+trainer's modules and no epoch imports them again; and what
 torch's re-created workers see, unchanged: a fresh copy of the dataset as
 it is at iter(), worker_init_fn once per worker and epoch, torch's
 get_worker_info() and seeds."""
@@ -84,9 +85,10 @@ print(epochs)
 
 @pytest.mark.parametrize("zygote", ["fork", "spawn"])
 def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
-    # fork: the loader's zygote is a fork of the trainer, with its modules;
-    # spawn (the trainer cannot be forked): the trainer's zygote forks the
-    # loader's, which imports them once, unpickling the dataset.
+    # fork: the servers are forks of the trainer, with its modules; spawn
+    # (the trainer cannot be forked): the trainer's zygote forks the
+    # loader's own, which imports them once, unpickling the dataset, and
+    # forks the servers.
     (first, second), log = run_with_import_log(
         tmp_path, ("streamlib.py", STREAMLIB), SCRIPT,
         RINGLOADER_ZYGOTE="spawn" if zygote == "spawn" else None)
@@ -94,6 +96,9 @@ def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
     # Each server used to import it again while it unpickled the dataset
     # (a second or more a worker and epoch for `datasets`).
     assert log.read_text().split() == ([trainer] if zygote == "fork" else [trainer, own])
+    if zygote == "fork":
+        assert own == "None"  # no zygote of the loader's was needed
+        own = trainer
     trainer, own = int(trainer), int(own)
     epochs = eval(second)  # noqa: S307  (our own script's printout)
     servers = set()
@@ -104,19 +109,6 @@ def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
     # The second epoch renews the first one's processes (_stream_renewal):
     # fresh copies, no new servers.
     assert len(servers) == 2
-    assert own != trainer
-
-
-def test_the_loaders_zygote_ends_with_the_loader():
-    loader = ringloader.DataLoader(Counting(4), batch_size=2, num_workers=2)
-    list(loader)
-    pid = loader._backend._zygote.pid
-    if pid is None:
-        pytest.skip("this trainer could not be forked safely (threads or CUDA)")
-    del loader
-    gc.collect()
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)
 
 
 def _children(pid):
@@ -125,64 +117,65 @@ def _children(pid):
 
 
 def _built_with_servers(workers):
-    """A loader, once its zygote has forked the servers it asked for when
+    """A loader and the pids of the servers it forked from the trainer when
     it was built (before any iter())."""
     loader = ringloader.DataLoader(Counting(8), batch_size=2, num_workers=workers)
-    zygote = loader._backend._zygote.pid
-    if zygote is None:
+    early = {server.pid for server in loader._backend._early}
+    if not early:
         pytest.skip("this trainer could not be forked safely (threads or CUDA)")
-    deadline = time.monotonic() + 30
-    while len(_children(zygote)) < workers and time.monotonic() < deadline:
+    return loader, early
+
+
+def _gone(pids):
+    """Every one of `pids` ended and reaped, within 10 s."""
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and \
+            time.monotonic() < deadline:
+        _zygote_process.reap_servers()
         time.sleep(0.01)
-    return loader, zygote, _children(zygote)
+    return not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
 
 def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
-    loader, zygote, early = _built_with_servers(2)
-    assert len(early) == 2  # none before iter() on main
+    loader, early = _built_with_servers(2)
+    assert len(early) == 2 and early <= _children(os.getpid())  # none before iter() on main
     ours, torchs = (torch.cat(list(source))[:, [0, 3]]  # samples and worker ids
                     for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
                                                            num_workers=2)))
     assert torch.equal(ours, torchs)
     # Those servers forked the workers (the stubs the pool waits on are the
-    # trainer's children); the zygote forked no server at iter().
+    # trainer's children); no zygote was made to fork others at iter().
     assert all(_children(server) for server in early)
-    assert _children(zygote) == early
+    assert loader._backend._zygote.pid is None
+    # They end with the loader, and the trainer reaps them.
+    del loader
+    gc.collect()
+    assert _gone(early)
 
 
-def test_a_loader_whose_zygote_died_before_iter_starts_its_workers_anew():
-    loader, zygote, early = _built_with_servers(2)
-    os.kill(zygote, signal.SIGKILL)
-    os.waitid(os.P_PID, zygote, os.WEXITED | os.WNOWAIT)  # dead (the loader reaps it)
+def test_a_loader_whose_early_servers_died_before_iter_starts_its_workers_anew():
+    loader, early = _built_with_servers(2)
+    for pid in early:
+        os.kill(pid, signal.SIGKILL)
     ours, torchs = (torch.cat(list(source))[:, [0, 3]]
                     for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
                                                            num_workers=2)))
     assert torch.equal(ours, torchs)
-    deadline = time.monotonic() + 10  # the unused servers end with their sockets
-    while not all(_ended(pid) for pid in early) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert all(_ended(pid) for pid in early)
-
-
-def _ended(pid):
-    """Gone, or a zombie: an orphan of the killed zygote waits for init,
-    which some containers' init never reaps."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            return "State:\tZ" in status.read()
-    except FileNotFoundError:
-        return True
+    assert _gone(early)  # reaped as their loader found them dead
+    # Their replacements came from a zygote of the loader's, which ends
+    # with the loader.
+    zygote = loader._backend._zygote.pid
+    assert zygote is not None
+    del loader
+    gc.collect()
+    assert _gone([zygote])
 
 
 def test_a_loader_never_iterated_leaves_no_server_behind():
-    loader, _, early = _built_with_servers(2)
-    assert len(early) == 2
+    loader, early = _built_with_servers(2)
     del loader
     gc.collect()
-    deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{pid}") for pid in early) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not any(os.path.exists(f"/proc/{pid}") for pid in early)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in early)  # reaped at once
 
 
 def test_where_the_trainer_cannot_be_forked_its_zygote_forks_the_loaders(monkeypatch):
@@ -192,6 +185,7 @@ def test_where_the_trainer_cannot_be_forked_its_zygote_forks_the_loaders(monkeyp
                             generator=torch.Generator().manual_seed(3))
     ours = loader(ringloader.DataLoader)
     assert ours._backend._zygote.pid is None  # none until iter() has a dataset to warm it
+    assert not ours._backend._early
     assert_same(_epochs(ours, 2), _epochs(loader(TorchDataLoader), 2))
     own = ours._backend._zygote.pid
     with open(f"/proc/{own}/status") as status:

@@ -31,6 +31,7 @@ from torch.utils.data.sampler import Sampler
 from ringloader import _exceptions
 from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import warm_zygote as _warm_zygote
+from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import zygote as _zygote
@@ -148,13 +149,13 @@ class _StreamWorker(_python_workers.PythonWorkers):
 
     early = None  # its _warm_zygote.EarlyServer, at the loader's first iter()
 
-    def __init__(self, dataset, options, stream, zygote, pickled=None):
+    def __init__(self, dataset, options, stream, loader_zygote, pickled=None):
         """Pickles `dataset` as it is now (`pickled`: _pickled_once's copy
         of it); start() starts the worker (in a thread of its own:
         _warm_zygote.start_all)."""
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
-        self.zygote, self._dataset = zygote, dataset
+        self._stream_zygote, self._dataset = loader_zygote, dataset
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream}
@@ -183,8 +184,8 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self._dataset = None
 
     def fork_server(self):
-        """The server the loader asked for when it was built
-        (_warm_zygote.EarlyServer), else one forked now."""
+        """The server forked when the loader was built
+        (_warm_zygote.EarlyServer), else one forked now (_fresh_server)."""
         early, self.early = self.early, None
         if early is not None:
             try:
@@ -193,6 +194,12 @@ class _StreamWorker(_python_workers.PythonWorkers):
             except (OSError, EOFError, WorkerError):
                 pass
         super().fork_server()
+
+    def _fresh_server(self, records_fd):
+        # From the loader's zygote (made now if need be), which has the
+        # trainer's modules: the trainer's would import them again.
+        self.zygote = self._stream_zygote.get(self.payload)
+        return super()._fresh_server(records_fd)
 
     def _plan_size(self, dataset):
         return 1
@@ -229,10 +236,13 @@ class IterableBackend:
         self._iterator = None
         # Forked from the trainer now, while that is more likely safe than
         # at iter() (no CUDA yet): see _warm_zygote.
-        self._zygote = _warm_zygote.LoaderZygote()
-        # Its first iter()'s servers, forked now in the background.
-        self._early = _warm_zygote.request_servers(self._zygote.get(), num_workers)
+        # Its first iter()'s servers, forked from the trainer now, while that
+        # is more likely safe than at iter() (no CUDA yet): see _warm_zygote.
+        self._early = _warm_zygote.fork_servers(num_workers)
         weakref.finalize(self, _warm_zygote.close_servers, self._early)
+        # The zygote of later servers (the first ones' where the trainer
+        # could not be forked): made when one is needed.
+        self._zygote = _warm_zygote.LoaderZygote()
         self.generation = 0   # iter() calls: an iterator of an older one is stale
         self._iteration = 0   # of the workers kept (persistent, or renewed)
         self._resume = None   # a loaded position, for the next iter()
@@ -291,14 +301,12 @@ class IterableBackend:
         return True
 
     def _start(self, loader, resume, base_seed):
+        _zygote_process.reap_servers()
         pickled = _pickled_once(loader.dataset)
-        workers = [_StreamWorker(loader.dataset, self._options, stream, None, pickled)
+        workers = [_StreamWorker(loader.dataset, self._options, stream, self._zygote, pickled)
                    for stream in self._streams(loader, resume, base_seed)]
-        zygote = self._zygote.get(workers[0].payload if workers else None)
         for worker in workers:
-            worker.zygote = zygote
-            if self._early and self._early[0].zygote is zygote:
-                worker.early = self._early.pop(0)
+            worker.early = self._early.pop(0) if self._early else None
         _warm_zygote.close_servers(self._early)  # more than this iter()'s workers
         _warm_zygote.start_all([worker.start for worker in workers],
                                [worker.fork_server for worker in workers])

@@ -146,7 +146,7 @@ class PythonWorkers:
         by side."""
         records = _exceptions.WorkerRecords()
         try:
-            self._forked = (records, _start_server(records.worker_end(), self.zygote))
+            self._forked = (records, self._fresh_server(records.worker_end()))
         except BaseException:
             records.close()
             raise
@@ -205,7 +205,8 @@ class PythonWorkers:
                   "max_pickled_bytes": self.max_pickled_bytes, "stub_token": token}
         bound_s = self.start_bound_s()
         for attempt in (1, 2):
-            server, process = forked or _start_server(records_fd, self.zygote)
+            ahead = forked is not None
+            server, process = forked or self._fresh_server(records_fd)
             forked = None
             server.settimeout(bound_s or None)
             try:
@@ -230,11 +231,17 @@ class PythonWorkers:
             except (OSError, EOFError) as error:
                 process.close()
                 server.close()
+                if ahead and attempt == 1:
+                    continue  # forked ahead and died since (killed): a fresh one
                 raise WorkerError(f"ringloader: Python workers' loader server died: "
                                   f"{error}") from error
             process.close()
             server.settimeout(None)
             return server, reply
+
+    def _fresh_server(self, records_fd):
+        """A server forked now, for _probed_server."""
+        return _start_server(records_fd, self.zygote)
 
     def _plan_size(self, dataset):
         """Indices the native loader plans over. The padding index

@@ -40,6 +40,7 @@ from ringloader import _exceptions
 from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import trainer_fork as _trainer_fork
 from ringloader._workers import zygote as _zygote
 
 
@@ -148,49 +149,90 @@ def _end(zygote):
 
 
 class EarlyServer:
-    """A loader server asked of a loader's zygote when the loader is built,
-    for a worker of its first iter(): the zygote forks it (15-30 ms) while
-    the trainer goes on, where it was on the way to that epoch's first
-    batch (an IterableDataset's workers start at iter())."""
+    """A loader server forked from the trainer when an IterableDataset
+    loader is built, for a worker of its first iter() (whose workers start
+    at iter(), where torch forks its own). It waits for the dataset as it
+    is at iter() (a fresh copy, as torch's workers get); meanwhile the fork
+    costs nothing on the way to the first batch.
 
-    def __init__(self, zygote):
-        self.zygote, self.records = zygote, _exceptions.WorkerRecords()
+    Forked from the trainer itself, not from a zygote of the loader's: that
+    zygote would first have to start (its own fork, its descriptors shed)
+    before it forked the servers one by one: 40-50 ms on the way to a
+    first batch when iter() follows the loader at once (2 cores,
+    bench/clients_streams.py). A server is the trainer's child: adopted
+    (_zygote_process.reap_servers) once it serves, killed and reaped here
+    when unused."""
+
+    def __init__(self):
+        _zygote_process.reap_servers()
+        self.records = _exceptions.WorkerRecords()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            with zygote.lock:
-                self.socket = zygote.request_server(self.records.worker_end())
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # never returns
+                ours.close()
+                _trainer_fork.serve(theirs.detach(), self.records.worker_end())
         except BaseException:
+            ours.close()
             self.records.close()
             raise
+        finally:
+            theirs.close()
+        self.socket, self.pid = ours, pid
+        # Taken while the pid is surely our unreaped child: it names this
+        # process for the reap, whoever reuses the number later.
+        self._reap_fd = os.pidfd_open(pid)
+        self.process = _zygote_process._ServerProcess(pid, os.getpid())
 
     def take(self):
         """(records, (socket, server process)), as PythonWorkers.fork_server
-        leaves them. Raises OSError, EOFError or WorkerError when the zygote
-        forked none (the caller forks another)."""
+        leaves them. Raises OSError, EOFError or WorkerError when the server
+        is gone (the caller forks another)."""
         try:
-            if not self.zygote.alive():
-                raise EOFError("the loader's zygote is gone")
-            with self.zygote.lock:
-                return self.records, self.zygote.await_server(self.socket)
+            bound_s = _zygote_process._timeout_s()
+            if not select.select([self.socket], [], [], bound_s)[0]:
+                raise _zygote_process.WorkerError(
+                    f"ringloader: the loader server {self.pid} forked from the trainer "
+                    f"did not start within {bound_s:g} s")
+            if self.socket.recv(1) != b"H" or \
+                    struct.unpack("<q", _zygote.recv_exact(self.socket, 8))[0] != self.pid:
+                raise EOFError(f"the loader server {self.pid} ended at its start")
+            if select.select([self._reap_fd], [], [], 0)[0]:  # readable: it ended
+                raise EOFError(f"the loader server {self.pid} ended before iter()")
         except BaseException:
             self.close()
             raise
+        _zygote_process.adopt_server(self._reap_fd)
+        self._reap_fd = None
+        return self.records, (self.socket, self.process)
 
     def close(self):
-        """Ends it, unused: a server whose trainer socket closes exits."""
+        """Ends it, unused, and reaps it."""
         self.socket.close()
         self.records.close()
+        self.process.kill()
+        if self._reap_fd is not None:
+            try:
+                os.waitid(os.P_PIDFD, self._reap_fd, os.WEXITED)
+            except ChildProcessError:
+                pass  # reaped by someone's os.wait()
+            os.close(self._reap_fd)
+            self._reap_fd = None
 
 
-def request_servers(zygote, count):
-    """`count` EarlyServers of `zygote` (none without a zygote forked from
-    the trainer, or without the workers' stub: _start_server refuses that
-    at iter(), before any fork)."""
-    if zygote is None or not _python_workers.stub_present():
+def fork_servers(count):
+    """`count` EarlyServers, where forking the trainer is safe now
+    (_zygote_process._fork_is_safe) and the workers' stub is there
+    (_start_server refuses that at iter(), before any fork); else none."""
+    if count <= 0 or not _python_workers.stub_present() or \
+            not _zygote_process._fork_is_safe():
         return []
     servers = []
     try:
         for _ in range(count):
-            servers.append(EarlyServer(zygote))
+            servers.append(EarlyServer())
     except OSError:
         pass  # forked at iter() instead
     return servers

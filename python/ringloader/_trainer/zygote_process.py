@@ -244,6 +244,33 @@ class _ServerProcess:
 lock = threading.Lock()
 _zygote_process = None
 
+# Loader servers forked from the trainer itself (_warm_zygote.EarlyServer):
+# the trainer's children, so the trainer reaps them once they end (each
+# ends with its loader's socket). A pidfd each, so a reap can never take a
+# child of the user's that reused a pid.
+_own_servers = set()  # pidfds
+_own_servers_lock = threading.Lock()
+
+
+def adopt_server(pidfd):
+    """Reaps the child `pidfd` holds once it has ended (reap_servers), and
+    closes `pidfd` then."""
+    with _own_servers_lock:
+        _own_servers.add(pidfd)
+
+
+def reap_servers():
+    """Reaps the adopted servers that have ended, without waiting."""
+    with _own_servers_lock:
+        for pidfd in list(_own_servers):
+            try:
+                ended = os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is not None
+            except OSError:  # ChildProcessError: someone's os.wait() reaped it
+                ended = True
+            if ended:
+                os.close(pidfd)
+                _own_servers.discard(pidfd)
+
 
 def prestart():
     """Starts the zygote in the background (it imports torch, ~1 s, while

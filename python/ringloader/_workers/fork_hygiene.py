@@ -56,6 +56,22 @@ def drop_inherited_descriptors(keep):
         os.close(null)
 
 
+def leave_trainers_signals():
+    """A fork of the trainer runs none of the trainer's Python signal
+    handlers (a trainer's SIGTERM handler saves a checkpoint: Lightning's),
+    and gets a process group of its own: a terminal's Ctrl-C reaches the
+    trainer (which shuts its loaders down), not its zygotes, servers and
+    workers."""
+    for signum in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(signum)):
+                signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def die_with_parent():
     try:
         libc = ctypes.CDLL(None, use_errno=True)

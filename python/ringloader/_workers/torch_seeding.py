@@ -31,3 +31,24 @@ def import_seeded_modules():
     import sys
     if "numpy" in sys.modules:
         import numpy.random  # noqa: F401
+
+
+def read_seeding_sources():
+    """torch.manual_seed formats the stack (torch.cuda._lazy_call records
+    where CUDA's seeding was queued), reading the source of every frame's
+    file: 15-35 ms in a worker forked deep in the trainer's stack (2 cores,
+    bench/clients_streams.py), on the way to its first batch. A spare
+    worker reads them here while it waits; linecache keeps them for the
+    worker it becomes (a file that changed since is read again there)."""
+    import linecache
+    import os
+    import traceback
+    import torch.cuda
+    import torch.cuda.random
+    import torch.random
+    traceback.format_stack()  # the frames this spare shares with its worker
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (torch.random.__file__, torch.cuda.random.__file__, torch.cuda.__file__,
+                 __file__, *(os.path.join(here, name) for name in (
+                     "iterable_worker.py", "worker.py", "worker_fork.py"))):
+        linecache.getlines(path)

@@ -25,7 +25,7 @@ import traceback
 
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers.fork_hygiene import die_with_parent, set_name
-from ringloader._workers.torch_seeding import import_seeded_modules
+from ringloader._workers.torch_seeding import import_seeded_modules, read_seeding_sources
 
 _ASSIGNMENT = struct.Struct("<qq")  # index, process group
 
@@ -143,6 +143,20 @@ def _wait_for_assignment(server, server_pid, channel):
     _exit_with(lambda: _assigned(server, server_pid, channel))
 
 
+def _warm_up():
+    """What a new worker pays on the way to its first batch, paid by a
+    spare while it waits: numpy.random's import and the sources torch's
+    seeding reads (_torch_seeding), and torch's choice of CPU kernels
+    (cpuinfo reads /proc/cpuinfo at the first dtype conversion, 5-15 ms;
+    torch's own workers inherit it from their iterator's base seed draw in
+    the trainer, but a server forked when the loader was built predates
+    that draw)."""
+    import torch
+    import_seeded_modules()
+    read_seeding_sources()
+    torch.zeros(1, dtype=torch.uint8).float()
+
+
 def _assigned(server, server_pid, channel):
     """Becomes the worker of the descriptors its server hands over; 0
     without them (discarded, or its server gone)."""
@@ -151,7 +165,7 @@ def _assigned(server, server_pid, channel):
         return 0  # the server ended before the death signal was armed
     set_name("rl-spare-worker")
     close_server_state(server)
-    import_seeded_modules()  # while it waits for its stub
+    _warm_up()  # while it waits for its stub
     message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size, _stub_gate.STUB_FDS)
     channel.close()
     if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \

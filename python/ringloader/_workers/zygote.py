@@ -46,7 +46,8 @@ import traceback
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import worker_fork as _worker_fork
-from ringloader._workers.fork_hygiene import die_with_parent, drop_inherited_descriptors, set_name
+from ringloader._workers.fork_hygiene import (die_with_parent, drop_inherited_descriptors,
+                                              leave_trainers_signals, set_name)
 from ringloader._workers.stub_gate import STUB_FDS
 from ringloader._workers.torch_seeding import import_seeded_modules
 
@@ -98,10 +99,7 @@ def _zygote_loop(control_fd, trainer_pid):
         return  # the trainer ended before the death signal was armed
     drop_inherited_descriptors({0, 1, 2, control_fd})
     set_name("rl-zygote")
-    # Its own process group: a terminal's Ctrl-C reaches the trainer (which
-    # shuts the workers down), not the zygote, servers and workers.
-    os.setpgid(0, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    leave_trainers_signals()
     with socket.socket(fileno=control_fd) as control:
         _serve(control)
 
@@ -139,19 +137,24 @@ def _serve(control):
         pid = os.fork()
         if pid == 0:
             control.close()
-            code = 1
-            server = LoaderServer(socket.socket(fileno=fds[0]),
-                                  fds[1] if len(fds) > 1 else None)
-            try:
-                code = server.run()
-            except BaseException:  # noqa: BLE001  (a forked child must not return)
-                traceback.print_exc()
-            finally:
-                server.close()
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+            run_server(fds[0], fds[1] if len(fds) > 1 else None)
         _close_fds(fds)
+
+
+def run_server(trainer_fd, records_fd):
+    """This forked process serves one loader (LoaderServer) on `trainer_fd`,
+    then exits. Never returns."""
+    code = 1
+    server = LoaderServer(socket.socket(fileno=trainer_fd), records_fd)
+    try:
+        code = server.run()
+    except BaseException:  # noqa: BLE001  (a forked child must not return)
+        traceback.print_exc()
+    finally:
+        server.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def _fork_loader_zygote(control, fds):
