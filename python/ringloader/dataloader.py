@@ -391,7 +391,11 @@ class DataLoader(torch.utils.data.DataLoader):
         construction, _reconfigure.py); the attributes stay as set."""
         old = self._backend
         if _reconfigure.is_iterable(settings):
-            self._configure_iterable(settings)
+            if _reconfigure.iterable_backend_serves(self._settings, settings):
+                _arguments.check_counts(settings["num_workers"], settings["timeout"],
+                                        settings["prefetch_factor"])
+            else:
+                self._configure_iterable(settings)
         else:
             self._configure(settings)
             self._backend.take_over(old)  # its epoch goes on

@@ -153,6 +153,20 @@ def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
     assert _gone(early)
 
 
+def test_a_worker_init_fn_set_after_construction_runs_in_the_servers_forked_then(tmp_path):
+    # As Lightning does for seed_everything(workers=True): torch runs it,
+    # and nothing else changed, so the servers forked when the loader was
+    # built serve (a new backend would fork others at iter()).
+    loader, early = _built_with_servers(2)
+    loader.dataset.log = str(tmp_path / "inits")
+    loader.worker_init_fn = count_inits
+    batches = torch.cat(list(loader))
+    assert sorted(open(loader.dataset.log).read().split()) == ["0", "1"]
+    assert batches[:, 2].tolist() == [1] * len(batches)  # each copy saw its own init
+    assert all(_children(server) for server in early)
+    assert loader._backend._zygote.pid is None
+
+
 def test_a_loader_whose_early_servers_died_before_iter_starts_its_workers_anew():
     loader, early = _built_with_servers(2)
     for pid in early:

@@ -63,6 +63,21 @@ def settings_for_iter(loader):
     return settings
 
 
+# What an IterableDataset's backend fixes when it is built (its ring's
+# options, its dataset's set_epoch); the rest (collate_fn, worker_init_fn,
+# batch_size, generator, num_workers...) it reads from the loader at each
+# iter() (_iterable.py), so a change there needs no new backend, whose
+# start would fork its first servers again.
+_ITERABLE_BACKEND = ("dataset", "timeout", "prefetch_factor", "pin_memory", "held_batches",
+                     "hang_timeout", "max_batch_retries", "max_batch_bytes")
+
+
+def iterable_backend_serves(built, settings):
+    """The IterableDataset backend built from settings `built` serves
+    `settings` as it is."""
+    return all(_same(built.get(name), settings.get(name)) for name in _ITERABLE_BACKEND)
+
+
 def _same(a, b):
     if a is b:
         return True
