@@ -26,7 +26,13 @@
 namespace ringloader::transforms {
 namespace {
 
-constexpr int kMargin = 16;  // one iMCU of 4:2:0
+constexpr int kMargin = 16;  // rows above the box: one iMCU row of 4:2:0
+// Columns either side: fancy upsampling reads one chroma sample beyond a
+// pixel's own, two pixels at 2x horizontal subsampling (4:2:0, 4:2:2), and
+// treats a cropped edge like the image's; IDCT is per block, which
+// jpeg_crop_scanline's iMCU alignment keeps whole. (It was 16, a tenth of
+// the IDCT and colour work of a typical box.)
+constexpr int kColumnMargin = 2;
 
 struct ErrorTrap {
   jpeg_error_mgr base;
@@ -103,8 +109,8 @@ Span region_span(const Box& box, int denom, int out_height, int out_width) {
   auto up = [&](int v) { return (v + denom - 1) / denom; };
   return {std::max(0, down(box.top) - kMargin),
           std::min(out_height, up(box.top + box.height)),
-          std::max(0, down(box.left) - kMargin),
-          std::min(out_width, up(box.left + box.width) + kMargin)};
+          std::max(0, down(box.left) - kColumnMargin),
+          std::min(out_width, up(box.left + box.width) + kColumnMargin)};
 }
 
 }  // namespace
