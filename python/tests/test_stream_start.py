@@ -139,13 +139,20 @@ def _gone(pids):
 def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
     loader, early = _built_with_servers(2)
     assert len(early) == 2 and early <= _children(os.getpid())  # none before iter() on main
+    # Each forks its worker's spare before the dataset comes, so no fork
+    # is left for iter() (the spare unpickles its own copy then).
+    deadline = time.monotonic() + 10
+    while not all(_children(server) for server in early) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spares = set().union(*(_children(server) for server in early))
+    assert len(spares) == 2
     ours, torchs = (torch.cat(list(source))[:, [0, 3]]  # samples and worker ids
                     for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
                                                            num_workers=2)))
     assert torch.equal(ours, torchs)
-    # Those servers forked the workers (the stubs the pool waits on are the
+    # Those spares became the workers (the stubs the pool waits on are the
     # trainer's children); no zygote was made to fork others at iter().
-    assert all(_children(server) for server in early)
+    assert set().union(*(_children(server) for server in early)) == spares
     assert loader._backend._zygote.pid is None
     # They end with the loader, and the trainer reaps them.
     del loader

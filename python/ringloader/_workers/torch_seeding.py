@@ -33,22 +33,25 @@ def import_seeded_modules():
         import numpy.random  # noqa: F401
 
 
-def read_seeding_sources():
+def seeding_source_reads():
     """torch.manual_seed formats the stack (torch.cuda._lazy_call records
     where CUDA's seeding was queued), reading the source of every frame's
     file: 15-35 ms in a worker forked deep in the trainer's stack (2 cores,
     bench/clients_streams.py), on the way to its first batch. A spare
-    worker reads them here while it waits; linecache keeps them for the
-    worker it becomes (a file that changed since is read again there)."""
+    worker makes these reads while it waits, one by one; linecache keeps
+    the files for the worker it becomes (one changed since is read again
+    there)."""
+    import functools
     import linecache
     import os
     import traceback
     import torch.cuda
     import torch.cuda.random
     import torch.random
-    traceback.format_stack()  # the frames this spare shares with its worker
     here = os.path.dirname(os.path.abspath(__file__))
-    for path in (torch.random.__file__, torch.cuda.random.__file__, torch.cuda.__file__,
-                 __file__, *(os.path.join(here, name) for name in (
-                     "iterable_worker.py", "worker.py", "worker_fork.py"))):
-        linecache.getlines(path)
+    paths = (torch.random.__file__, torch.cuda.random.__file__, torch.cuda.__file__,
+             __file__, *(os.path.join(here, name) for name in (
+                 "iterable_worker.py", "worker.py", "worker_fork.py")))
+    # The frames a spare shares with its worker, then the worker's own.
+    return [traceback.format_stack, *(functools.partial(linecache.getlines, path)
+                                      for path in paths)]

@@ -22,4 +22,4 @@ def serve(trainer_fd, records_fd):
     except BaseException:  # noqa: BLE001  (a forked child must not return)
         traceback.print_exc()
         os._exit(1)
-    _zygote.run_server(trainer_fd, records_fd)
+    _zygote.run_server(trainer_fd, records_fd, spare_first=True)

@@ -17,6 +17,8 @@ server's sockets and wake pipe at once, and dies with its server
 (PR_SET_PDEATHSIG) or when its socketpair closes.
 """
 import os
+import pickle
+import select
 import signal
 import socket
 import struct
@@ -25,9 +27,10 @@ import traceback
 
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers.fork_hygiene import die_with_parent, set_name
-from ringloader._workers.torch_seeding import import_seeded_modules, read_seeding_sources
+from ringloader._workers.torch_seeding import import_seeded_modules, seeding_source_reads
 
 _ASSIGNMENT = struct.Struct("<qq")  # index, process group
+_BRIEF = struct.Struct("<QQ")  # header and payload sizes
 
 
 def close_server_state(server):
@@ -108,9 +111,15 @@ def fork_worker(server, index, group, fds):
 
 class SpareWorker:
     """A fork of the server waiting for a stub's descriptors (see above).
-    Made and used by the server's one thread only."""
+    Made and used by the server's one thread only.
 
-    def __init__(self, server):
+    `briefed` False: forked before the server had its payload (a server
+    forked when an IterableDataset's loader was built: LoaderServer's
+    spare_first), so that no fork comes after iter(); brief() then sends
+    it the payload, which it unpickles itself (a copy of its own, as
+    torch's worker of a stream has anyway)."""
+
+    def __init__(self, server, briefed=True):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         server_pid = os.getpid()
         sys.stdout.flush()
@@ -118,9 +127,21 @@ class SpareWorker:
         pid = os.fork()
         if pid == 0:
             ours.close()
-            _wait_for_assignment(server, server_pid, theirs)  # never returns
+            _wait_for_assignment(server, server_pid, theirs, briefed)  # never returns
         theirs.close()
-        self.pid, self.control = pid, ours
+        self.pid, self.control, self.briefed = pid, ours, briefed
+
+    def brief(self, header, payload, renewal_fd):
+        """Sends the server's header and payload frames (and the stream's
+        renewal memfd); False if the spare cannot take them (gone)."""
+        try:
+            socket.send_fds(self.control, [_BRIEF.pack(len(header), len(payload))],
+                            [] if renewal_fd is None else [renewal_fd])
+            self.control.sendall(header + payload)
+        except OSError:
+            return False
+        self.briefed = True
+        return True
 
     def hand_over(self, index, group, fds):
         """Gives stub `index`'s descriptors to the spare, which becomes its
@@ -139,25 +160,70 @@ class SpareWorker:
         self.control.close()
 
 
-def _wait_for_assignment(server, server_pid, channel):
-    _exit_with(lambda: _assigned(server, server_pid, channel))
+def brief_spares(spares, brief):
+    """`spares` with each one forked before the payload came sent `brief`
+    (SpareWorker.brief's arguments: an IterableDataset's payload; None for
+    a map-style one, whose spare would hold a copy of the dataset of its
+    own); those that cannot take it are discarded (the stub's worker is
+    forked instead)."""
+    kept = []
+    for spare in spares:
+        if spare.briefed or (brief is not None and spare.brief(*brief)):
+            kept.append(spare)
+        else:
+            spare.discard()
+    return kept
 
 
-def _warm_up():
+def _wait_for_assignment(server, server_pid, channel, briefed):
+    _exit_with(lambda: _assigned(server, server_pid, channel, briefed))
+
+
+class _WarmUp:
     """What a new worker pays on the way to its first batch, paid by a
-    spare while it waits: numpy.random's import and the sources torch's
+    spare while it waits, step by step until a message arrives (which
+    must not wait for it): numpy.random's import and the sources torch's
     seeding reads (_torch_seeding), and torch's choice of CPU kernels
     (cpuinfo reads /proc/cpuinfo at the first dtype conversion, 5-15 ms;
     torch's own workers inherit it from their iterator's base seed draw in
     the trainer, but a server forked when the loader was built predates
     that draw)."""
-    import torch
-    import_seeded_modules()
-    read_seeding_sources()
-    torch.zeros(1, dtype=torch.uint8).float()
+
+    def __init__(self):
+        import torch
+        self._steps = iter([import_seeded_modules, *seeding_source_reads(),
+                            lambda: torch.zeros(1, dtype=torch.uint8).float()])
+
+    def until_readable(self, channel):
+        for step in self._steps:
+            step()
+            if select.select([channel], [], [], 0)[0]:
+                return  # the rest, if any, after that message
 
 
-def _assigned(server, server_pid, channel):
+def _briefed(server, channel):
+    """The config the server unpickled, from the brief (SpareWorker.brief);
+    False when none comes (discarded) or it does not unpickle (the server
+    reports that to the trainer)."""
+    from ringloader._workers.zygote import apply_header, recv_exact
+    message, fds, flags, _ = socket.recv_fds(channel, _BRIEF.size, 1)
+    if len(message) != _BRIEF.size or flags & socket.MSG_CTRUNC:
+        _stub_gate.close_all(fds)
+        return False
+    header_size, payload_size = _BRIEF.unpack(message)
+    header = pickle.loads(recv_exact(channel, header_size))
+    apply_header(header)
+    try:
+        server.config = pickle.loads(recv_exact(channel, payload_size))
+    except Exception:  # noqa: BLE001  (see above)
+        return False
+    server.config["parent_pid"] = header["parent_pid"]
+    if fds:
+        server.config["renewal_fd"] = fds[0]
+    return True
+
+
+def _assigned(server, server_pid, channel, briefed):
     """Becomes the worker of the descriptors its server hands over; 0
     without them (discarded, or its server gone)."""
     die_with_parent()
@@ -165,7 +231,11 @@ def _assigned(server, server_pid, channel):
         return 0  # the server ended before the death signal was armed
     set_name("rl-spare-worker")
     close_server_state(server)
-    _warm_up()  # while it waits for its stub
+    warm_up = _WarmUp()
+    warm_up.until_readable(channel)  # while it waits for its payload, or stub
+    if not briefed and not _briefed(server, channel):
+        return 0
+    warm_up.until_readable(channel)
     message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size, _stub_gate.STUB_FDS)
     channel.close()
     if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \

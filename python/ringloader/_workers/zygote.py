@@ -141,11 +141,11 @@ def _serve(control):
         _close_fds(fds)
 
 
-def run_server(trainer_fd, records_fd):
+def run_server(trainer_fd, records_fd, spare_first=False):
     """This forked process serves one loader (LoaderServer) on `trainer_fd`,
     then exits. Never returns."""
     code = 1
-    server = LoaderServer(socket.socket(fileno=trainer_fd), records_fd)
+    server = LoaderServer(socket.socket(fileno=trainer_fd), records_fd, spare_first)
     try:
         code = server.run()
     except BaseException:  # noqa: BLE001  (a forked child must not return)
@@ -202,7 +202,11 @@ def apply_header(header):
 class LoaderServer:
     """One loader's dataset, probed once, forked into its workers."""
 
-    def __init__(self, trainer, records=None):
+    def __init__(self, trainer, records=None, spare_first=False):
+        """`spare_first`: fork the first worker's spare before the payload
+        comes (a server forked when its loader was built, for an
+        IterableDataset's stream: _worker_fork.SpareWorker)."""
+        self.spare_first = spare_first
         self.trainer = trainer       # the loader's lifeline and channel
         self.records = records       # workers send exception records on it
         self.workers = {}            # stub connection -> worker pid
@@ -214,6 +218,7 @@ class LoaderServer:
         self.renewal_fd = None       # an IterableDataset's later epochs
         self.spares = []             # workers forked ahead of their stubs
         self.spares_forked = 0
+        self.config = None           # the payload, unpickled
 
     def close(self):
         """Its sockets, before os._exit (else ResourceWarnings under -X dev)."""
@@ -237,6 +242,9 @@ class LoaderServer:
         self.wake = (wake_r, wake_w)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select
+        if self.spare_first:
+            # Its fork waits for no payload: one fork fewer after iter().
+            self._fork_spare(budget=1)
         reply = self._load()
         if "error" in reply:
             try:
@@ -262,7 +270,8 @@ class LoaderServer:
         """Unpickles the payload and lays out sample 0 (here, not in the
         trainer, as torch never calls __getitem__ there with workers)."""
         try:
-            header = pickle.loads(recv_frame(self.trainer))
+            header_bytes = recv_frame(self.trainer)
+            header = pickle.loads(header_bytes)
             apply_header(header)
             payload = recv_frame(self.trainer)
             self.trainer_pid = header["parent_pid"]
@@ -276,7 +285,10 @@ class LoaderServer:
             if self.config.get("iterable") is not None:
                 # An IterableDataset has no sample 0 to probe (_iterable_worker).
                 self.renewal_fd = self.config["renewal_fd"] = _stream_renewal.create()
+                self.spares = _worker_fork.brief_spares(
+                    self.spares, (header_bytes, payload, self.renewal_fd))
                 return {"batch_structure": pickle.dumps(None)}
+            self.spares = _worker_fork.brief_spares(self.spares, None)
             stage = "sample"
             from ringloader._slots.batch_structure import BatchStructure
             sample = self.config["dataset"][0]
@@ -419,17 +431,19 @@ class LoaderServer:
             _stub_gate.close_all(fds)
         self.workers[conn] = worker
 
-    def _fork_spare(self):
+    def _fork_spare(self, budget=None):
         """A spare worker (_worker_fork) for the loader's first workers, one
-        at a time, at most num_workers in the server's life (a worker the
-        pool restarts is forked on demand: spares that die cannot make a
-        fork loop); False when none is wanted."""
-        wanted = self.config["num_workers"] - len(self.workers) - len(self.spares)
-        if wanted <= 0 or self.spares_forked >= self.config["num_workers"]:
+        at a time, at most num_workers (`budget`, before the payload says)
+        in the server's life (a worker the pool restarts is forked on
+        demand: spares that die cannot make a fork loop); False when none
+        is wanted."""
+        budget = self.config["num_workers"] if budget is None else budget
+        wanted = budget - len(self.workers) - len(self.spares)
+        if wanted <= 0 or self.spares_forked >= budget:
             return False
         self.spares_forked += 1
         try:
-            self.spares.append(_worker_fork.SpareWorker(self))
+            self.spares.append(_worker_fork.SpareWorker(self, briefed=self.config is not None))
         except OSError:
             return False  # forked on demand instead
         return True
