@@ -29,6 +29,7 @@ class TensorWriter {
 
  private:
   void write_rgb_planes(const Image& image, float* out, bool mirror) const;
+  static void write_rgb_byte_planes(const Image& image, uint8_t* out, bool mirror);
   DType dtype_;
   Layout layout_;
   // Per channel, the float for each byte value: computed with torchvision's
