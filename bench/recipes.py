@@ -38,9 +38,17 @@ ringloader/DALI and DALI/torch.
 
 --profile N: no loaders; one thread's CPU time per image over N photos, each
 row's torchvision transform (with PIL's decode) against ringloader's
-converted pipeline on the same bytes: what bounds a row's ratio.
+converted pipeline on the same bytes: what bounds a row's ratio (with
+--timm, timm's rows; a prefetcher row's pipeline ends at PILToTensor, its
+normalization and erasing run in the trainer and are not in it).
+ringloader-pipeline-bench (bench/pipeline_stage_bench.cc) splits one
+pipeline's time by op as a worker runs it.
 
-Every run prints the 1-minute load average before and after each round.
+Every run prints the 1-minute load average before and after each round,
+and each side's CPU time per image (this process and its workers, medians
+of the rounds): on a machine shared with other jobs the img/s ratio moves
+with their load, the CPU ratio much less (with every core busy, img/s is
+cores / CPU per image).
 Make the corpus with bench/make_photo_folder.py DIR --preset imagenet
 --per-class 300 (3,000 photos, as the issue measured).
 """
@@ -167,7 +175,8 @@ def profile(loaders, corpus, count):
     out = {}
     for name, sides in loaders.items():
         dataset = sides["torch"].dataset
-        converted = sides["ringloader"]._converted
+        # timm's PrefetchLoader wraps the DataLoader (its .loader).
+        converted = getattr(sides["ringloader"], "loader", sides["ringloader"])._converted
         if converted is None:
             continue
         pipeline = converted.ringloader_pipeline_json()
@@ -212,12 +221,41 @@ def add_dali(loaders, args):
                   file=sys.stderr)
 
 
-def timed(loader):
-    count, start = 0, time.perf_counter()
+def process_cpu_s():
+    """CPU seconds of this process and every live descendant (the loaders'
+    workers), plus reaped children: what an epoch cost, whatever else the
+    machine ran meanwhile."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:  # it ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parent[int(pid)] = int(fields[1])
+        cpu[int(pid)] = (int(fields[11]) + int(fields[12])) / tick
+    mine, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        p = frontier.pop()
+        children = [c for c, pp in parent.items() if pp == p and c not in mine]
+        mine.update(children)
+        frontier += children
+    reaped = os.times()
+    return sum(cpu[p] for p in mine if p != os.getpid()) + sum(reaped[:4])
+
+
+def timed(loader, cpu_per_image=None):
+    """Images per second over one epoch; appends the epoch's CPU us per image
+    (trainer + workers) to `cpu_per_image` when given."""
+    count, cpu, start = 0, process_cpu_s(), time.perf_counter()
     for images, _labels in loader:
         images[0].sum()  # touch the batch, as a trainer would
         count += images.shape[0]
-    return count / (time.perf_counter() - start)
+    rate = count / (time.perf_counter() - start)
+    if cpu_per_image is not None:
+        cpu_per_image.append((process_cpu_s() - cpu) / count * 1e6)
+    return rate
 
 
 def main():
@@ -262,11 +300,12 @@ def main():
                 timed(sides[side])
     rates = {name: {side: [] for side in SIDES if side in sides}
              for name, sides in loaders.items()}
+    cpus = {name: {side: [] for side in sides_rates} for name, sides_rates in rates.items()}
     loads = []  # the 1-minute load average after each round
     for _ in range(args.rounds):
         for name, sides in loaders.items():
             for side in rates[name]:
-                rates[name][side].append(timed(sides[side]))
+                rates[name][side].append(timed(sides[side], cpus[name][side]))
         loads.append(float(open("/proc/loadavg").read().split()[0]))
     load_after = open("/proc/loadavg").read().split()[:3]
     results = []
@@ -276,8 +315,10 @@ def main():
         if "dali" in median:
             ratios["ringloader/dali"] = median["ringloader"] / median["dali"]
             ratios["dali/torch"] = median["dali"] / median["torch"]
+        cpu = {side: statistics.median(values) for side, values in cpus[name].items()}
+        ratios["cpu torch/ringloader"] = cpu["torch"] / cpu["ringloader"]
         results.append({"row": name, "path": loaders[name]["path"], "rounds": sides,
-                        "img_per_s": median, "ratios": ratios})
+                        "img_per_s": median, "cpu_us_per_image": cpu, "ratios": ratios})
     first = loaders and next(iter(loaders.values()))["torch"]
     dali = sys.modules.get("nvidia.dali")
     print(json.dumps({"images": len(getattr(first, "loader", first).dataset),
@@ -286,13 +327,15 @@ def main():
                       "torch": torch.__version__, "torchvision": torchvision.__version__,
                       "timm": getattr(sys.modules.get("timm"), "__version__", None),
                       "dali": getattr(dali, "__version__", None), "results": results}))
-    print("| recipe | path | torch img/s | ringloader img/s | ratio |"
+    print("| recipe | path | torch img/s | ringloader img/s | ratio | CPU us/img torch "
+          "| ringloader | CPU ratio |"
           + (" DALI img/s | ringloader/DALI | DALI/torch |" if args.dali else ""))
-    print("|---|---|---|---|---|" + ("---|---|---|" if args.dali else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.dali else ""))
     for r in results:
-        m, q = r["img_per_s"], r["ratios"]
+        m, q, c = r["img_per_s"], r["ratios"], r["cpu_us_per_image"]
         line = (f"| {r['row']} | {r['path']} | {m['torch']:.0f} | {m['ringloader']:.0f} "
-                f"| {q['ringloader/torch']:.2f}x |")
+                f"| {q['ringloader/torch']:.2f}x | {c['torch']:.0f} | {c['ringloader']:.0f} "
+                f"| {q['cpu torch/ringloader']:.2f}x |")
         if "dali" in m:
             line += f" {m['dali']:.0f} | {q['ringloader/dali']:.2f}x | {q['dali/torch']:.2f}x |"
         elif args.dali:
