@@ -101,11 +101,11 @@ def test_no_epoch_imports_the_trainers_modules_again(tmp_path, zygote):
         own = trainer
     trainer, own = int(trainer), int(own)
     epochs = eval(second)  # noqa: S307  (our own script's printout)
-    servers = set()
+    servers = {server for samples in epochs for _, server, _ in samples}
     for samples in epochs:
         assert [worker for worker, _, _ in samples] == [0, 1]
-        assert {parent for _, _, parent in samples} == {own}
-        servers.update(server for _, server, _ in samples)
+        # fork: the first server is the trainer's child, and forked the other.
+        assert {parent for _, _, parent in samples} <= {own} | servers
     # The second epoch renews the first one's processes (_stream_renewal):
     # fresh copies, no new servers.
     assert len(servers) == 2
@@ -120,10 +120,20 @@ def _built_with_servers(workers):
     """A loader and the pids of the servers it forked from the trainer when
     it was built (before any iter())."""
     loader = ringloader.DataLoader(Counting(8), batch_size=2, num_workers=workers)
-    early = {server.pid for server in loader._backend._early}
+    early = {server.started_pid(10) for server in loader._backend._early}
     if not early:
         pytest.skip("this trainer could not be forked safely (threads or CUDA)")
+    assert None not in early
     return loader, early
+
+
+def _ended(pid):
+    """Gone, or a zombie."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return "State:\tZ" in status.read()
+    except FileNotFoundError:
+        return True
 
 
 def _gone(pids):
@@ -138,13 +148,17 @@ def _gone(pids):
 
 def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
     loader, early = _built_with_servers(2)
-    assert len(early) == 2 and early <= _children(os.getpid())  # none before iter() on main
+    # The trainer forks the first, which forks the second (none before
+    # iter() on main).
+    assert len(early) == 2 and len(early & _children(os.getpid())) == 1
+    assert early - _children(os.getpid()) <= set().union(*map(_children, early))
     # Each forks its worker's spare before the dataset comes, so no fork
     # is left for iter() (the spare unpickles its own copy then).
     deadline = time.monotonic() + 10
-    while not all(_children(server) for server in early) and time.monotonic() < deadline:
+    while not all(_children(server) - early for server in early) and \
+            time.monotonic() < deadline:
         time.sleep(0.01)
-    spares = set().union(*(_children(server) for server in early))
+    spares = set().union(*(_children(server) for server in early)) - early
     assert len(spares) == 2
     ours, torchs = (torch.cat(list(source))[:, [0, 3]]  # samples and worker ids
                     for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
@@ -152,7 +166,7 @@ def test_the_first_epochs_servers_are_forked_when_the_loader_is_built():
     assert torch.equal(ours, torchs)
     # Those spares became the workers (the stubs the pool waits on are the
     # trainer's children); no zygote was made to fork others at iter().
-    assert set().union(*(_children(server) for server in early)) == spares
+    assert set().union(*(_children(server) for server in early)) - early == spares
     assert loader._backend._zygote.pid is None
     # They end with the loader, and the trainer reaps them.
     del loader
@@ -170,7 +184,7 @@ def test_a_worker_init_fn_set_after_construction_runs_in_the_servers_forked_then
     batches = torch.cat(list(loader))
     assert sorted(open(loader.dataset.log).read().split()) == ["0", "1"]
     assert batches[:, 2].tolist() == [1] * len(batches)  # each copy saw its own init
-    assert all(_children(server) for server in early)
+    assert all(_children(server) - early for server in early)
     assert loader._backend._zygote.pid is None
 
 
@@ -182,7 +196,14 @@ def test_a_loader_whose_early_servers_died_before_iter_starts_its_workers_anew()
                     for source in (loader, TorchDataLoader(Counting(8), batch_size=2,
                                                            num_workers=2)))
     assert torch.equal(ours, torchs)
-    assert _gone(early)  # reaped as their loader found them dead
+    # The first is reaped as its loader found it dead; the second, an
+    # orphan of the first, waits for init (which some containers' never
+    # reaps).
+    deadline = time.monotonic() + 10
+    while not all(_ended(pid) for pid in early) and time.monotonic() < deadline:
+        _zygote_process.reap_servers()
+        time.sleep(0.01)
+    assert all(_ended(pid) for pid in early)
     # Their replacements came from a zygote of the loader's, which ends
     # with the loader.
     zygote = loader._backend._zygote.pid

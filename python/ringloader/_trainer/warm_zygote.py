@@ -149,42 +149,39 @@ def _end(zygote):
 
 
 class EarlyServer:
-    """A loader server forked from the trainer when an IterableDataset
-    loader is built, for a worker of its first iter() (whose workers start
-    at iter(), where torch forks its own). It waits for the dataset as it
-    is at iter() (a fresh copy, as torch's workers get); meanwhile the fork
-    costs nothing on the way to the first batch.
+    """A loader server forked when an IterableDataset loader is built, for
+    a worker of its first iter() (whose workers start at iter(), where
+    torch forks its own). It waits for the dataset as it is at iter() (a
+    fresh copy, as torch's workers get); meanwhile the fork costs nothing
+    on the way to the first batch.
 
-    Forked from the trainer itself, not from a zygote of the loader's: that
-    zygote would first have to start (its own fork, its descriptors shed)
-    before it forked the servers one by one: 40-50 ms on the way to a
-    first batch when iter() follows the loader at once (2 cores,
-    bench/clients_streams.py). A server is the trainer's child: adopted
-    (_zygote_process.reap_servers) once it serves, killed and reaped here
-    when unused."""
+    The first is forked from the trainer itself, and forks the others
+    (fork_servers): the trainer pays one fork of itself (about 20 ms on 2
+    cores for a trainer holding torch), not one per worker. Not from a
+    zygote of the loader's: that zygote would first have to start (its own
+    fork, its descriptors shed) before it forked the servers one by one:
+    40-50 ms on the way to a first batch when iter() follows the loader at
+    once (2 cores, bench/clients_streams.py). The first is the trainer's
+    child (adopted by _zygote_process.reap_servers once it serves), the
+    others are its children: it reaps them, and waits for them before it
+    ends."""
 
-    def __init__(self):
-        _zygote_process.reap_servers()
-        self.records = _exceptions.WorkerRecords()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:  # never returns
-                ours.close()
-                _trainer_fork.serve(theirs.detach(), self.records.worker_end())
-        except BaseException:
-            ours.close()
-            self.records.close()
-            raise
-        finally:
-            theirs.close()
-        self.socket, self.pid = ours, pid
-        # Taken while the pid is surely our unreaped child: it names this
-        # process for the reap, whoever reuses the number later.
-        self._reap_fd = os.pidfd_open(pid)
-        self.process = _zygote_process._ServerProcess(pid, os.getpid())
+    def __init__(self, sock, records, pid=None, parent=None, reap_fd=None):
+        """`pid`, `reap_fd`: the first's (a child of the trainer); `parent`:
+        the first's pid, for the others (their pid comes with their start)."""
+        self.socket, self.records, self.pid = sock, records, pid
+        self._parent, self._reap_fd = parent, reap_fd
+        self.process = None if pid is None else \
+            _zygote_process._ServerProcess(pid, os.getpid())
+
+    def started_pid(self, timeout_s):
+        """Its pid, once it has started (None past `timeout_s`); take()
+        still reads its start message."""
+        if self.pid is None and select.select([self.socket], [], [], timeout_s)[0]:
+            start = self.socket.recv(9, socket.MSG_PEEK | socket.MSG_WAITALL)
+            if len(start) == 9 and start[:1] == b"H":
+                return struct.unpack("<q", start[1:])[0]
+        return self.pid
 
     def take(self):
         """(records, (socket, server process)), as PythonWorkers.fork_server
@@ -194,32 +191,45 @@ class EarlyServer:
             bound_s = _zygote_process._timeout_s()
             if not select.select([self.socket], [], [], bound_s)[0]:
                 raise _zygote_process.WorkerError(
-                    f"ringloader: the loader server {self.pid} forked from the trainer "
-                    f"did not start within {bound_s:g} s")
-            if self.socket.recv(1) != b"H" or \
-                    struct.unpack("<q", _zygote.recv_exact(self.socket, 8))[0] != self.pid:
-                raise EOFError(f"the loader server {self.pid} ended at its start")
-            if select.select([self._reap_fd], [], [], 0)[0]:  # readable: it ended
-                raise EOFError(f"the loader server {self.pid} ended before iter()")
+                    f"ringloader: a loader server forked when the loader was built did "
+                    f"not start within {bound_s:g} s")
+            if self.socket.recv(1) != b"H":
+                raise EOFError("the loader server ended at its start")
+            (pid,) = struct.unpack("<q", _zygote.recv_exact(self.socket, 8))
+            if self.process is None:
+                # Pinned by a pidfd while it is known to be the first's child.
+                self.pid, self.process = pid, _zygote_process._ServerProcess(pid, self._parent)
+            if pid != self.pid or not self.process.alive():
+                raise EOFError(f"the loader server {pid} ended before iter()")
         except BaseException:
             self.close()
             raise
-        _zygote_process.adopt_server(self._reap_fd)
-        self._reap_fd = None
+        if self._reap_fd is not None:
+            _zygote_process.adopt_server(self._reap_fd)
+            self._reap_fd = None
         return self.records, (self.socket, self.process)
 
     def close(self):
-        """Ends it, unused, and reaps it."""
+        """Ends it, unused: a server whose socket closes ends (the first
+        once the others it forked have; it is reaped here)."""
         self.socket.close()
         self.records.close()
-        self.process.kill()
         if self._reap_fd is not None:
+            if not select.select([self._reap_fd], [], [], _CLOSE_WAIT_S)[0]:
+                self.process.kill()
             try:
                 os.waitid(os.P_PIDFD, self._reap_fd, os.WEXITED)
             except ChildProcessError:
                 pass  # reaped by someone's os.wait()
             os.close(self._reap_fd)
             self._reap_fd = None
+        if self.process is not None:
+            self.process.close()
+
+
+# How long closing an unused first server waits for it (and the others it
+# forked) to end before killing it.
+_CLOSE_WAIT_S = 5.0
 
 
 def fork_servers(count):
@@ -229,13 +239,31 @@ def fork_servers(count):
     if count <= 0 or not _python_workers.stub_present() or \
             not _zygote_process._fork_is_safe():
         return []
-    servers = []
+    _zygote_process.reap_servers()
+    records = [_exceptions.WorkerRecords() for _ in range(count)]
+    pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(count)]
     try:
-        for _ in range(count):
-            servers.append(EarlyServer())
-    except OSError:
-        pass  # forked at iter() instead
-    return servers
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # never returns
+            for ours, _ in pairs:
+                ours.close()
+            _trainer_fork.serve([(theirs.detach(), record.worker_end())
+                                 for (_, theirs), record in zip(pairs, records)])
+    except BaseException:
+        for (ours, _), record in zip(pairs, records):
+            ours.close()
+            record.close()
+        raise
+    finally:
+        for _, theirs in pairs:
+            theirs.close()
+    # Taken while the pid is surely our unreaped child: it names this
+    # process for the reap, whoever reuses the number later.
+    first = EarlyServer(pairs[0][0], records[0], pid=pid, reap_fd=os.pidfd_open(pid))
+    return [first] + [EarlyServer(ours, record, parent=pid)
+                      for (ours, _), record in zip(pairs[1:], records[1:])]
 
 
 def close_servers(servers):

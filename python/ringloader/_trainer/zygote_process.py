@@ -227,6 +227,10 @@ class _ServerProcess:
         else:
             os.close(pidfd)
 
+    def alive(self):
+        """Not ended (False where no pidfd could be held on it)."""
+        return self._pidfd is not None and not select.select([self._pidfd], [], [], 0)[0]
+
     def kill(self):
         if self._pidfd is not None:
             try:

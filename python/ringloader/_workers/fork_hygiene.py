@@ -3,7 +3,9 @@
 modules whose import was still running, and the descriptors it inherited.
 The trainer's zygote (zygote.py) calls both; so does a zygote started by
 fork in _trainer/python_workers.py. And what every process the zygote
-forks does first: die with its parent, and take a name of its own."""
+forks does first: die with its parent, and take a name of its own; and
+the trainer's sys.path, directory and environment a server (or a spare
+briefed with its payload) takes on before it unpickles (apply_header)."""
 import ctypes
 import os
 import signal
@@ -87,3 +89,12 @@ def set_name(name):
         ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):
         pass
+
+
+def apply_header(header):
+    """The trainer's sys.path, working directory and environment, as a
+    server's unpickling needs them."""
+    sys.path[:] = header["sys_path"] + [p for p in sys.path if p not in header["sys_path"]]
+    os.chdir(header["cwd"])
+    os.environ.clear()
+    os.environ.update(header["environ"])

@@ -46,7 +46,8 @@ import traceback
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import worker_fork as _worker_fork
-from ringloader._workers.fork_hygiene import (die_with_parent, drop_inherited_descriptors,
+from ringloader._workers.fork_hygiene import (apply_header, die_with_parent,
+                                              drop_inherited_descriptors,
                                               leave_trainers_signals, set_name)
 from ringloader._workers.stub_gate import STUB_FDS
 from ringloader._workers.torch_seeding import import_seeded_modules
@@ -141,11 +142,12 @@ def _serve(control):
         _close_fds(fds)
 
 
-def run_server(trainer_fd, records_fd, spare_first=False):
-    """This forked process serves one loader (LoaderServer) on `trainer_fd`,
-    then exits. Never returns."""
+def run_server(trainer_fd, records_fd, make=None):
+    """This forked process serves one loader (a LoaderServer, or what
+    `make(trainer socket, records_fd)` makes: _trainer_fork's) on
+    `trainer_fd`, then exits. Never returns."""
     code = 1
-    server = LoaderServer(socket.socket(fileno=trainer_fd), records_fd, spare_first)
+    server = (make or LoaderServer)(socket.socket(fileno=trainer_fd), records_fd)
     try:
         code = server.run()
     except BaseException:  # noqa: BLE001  (a forked child must not return)
@@ -190,23 +192,10 @@ def _fork_loader_zygote(control, fds):
     _close_fds(fds)
 
 
-def apply_header(header):
-    """The trainer's sys.path, working directory and environment, as a
-    server's unpickling needs them."""
-    sys.path[:] = header["sys_path"] + [p for p in sys.path if p not in header["sys_path"]]
-    os.chdir(header["cwd"])
-    os.environ.clear()
-    os.environ.update(header["environ"])
-
-
 class LoaderServer:
     """One loader's dataset, probed once, forked into its workers."""
 
-    def __init__(self, trainer, records=None, spare_first=False):
-        """`spare_first`: fork the first worker's spare before the payload
-        comes (a server forked when its loader was built, for an
-        IterableDataset's stream: _worker_fork.SpareWorker)."""
-        self.spare_first = spare_first
+    def __init__(self, trainer, records=None):
         self.trainer = trainer       # the loader's lifeline and channel
         self.records = records       # workers send exception records on it
         self.workers = {}            # stub connection -> worker pid
@@ -242,9 +231,7 @@ class LoaderServer:
         self.wake = (wake_r, wake_w)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select
-        if self.spare_first:
-            # Its fork waits for no payload: one fork fewer after iter().
-            self._fork_spare(budget=1)
+        self.before_load()
         reply = self._load()
         if "error" in reply:
             try:
@@ -263,8 +250,15 @@ class LoaderServer:
         send_frame(self.trainer, pickle.dumps(reply))
         # The first worker's fork overlaps the trainer's start of its stub.
         self._fork_spare()
+        self.after_reply()
         self._loop(wake_r)
         return 0
+
+    def before_load(self):
+        """Work to do before the payload (a subclass's)."""
+
+    def after_reply(self):
+        """Work to do once the trainer has its reply (a subclass's)."""
 
     def _load(self):
         """Unpickles the payload and lays out sample 0 (here, not in the
