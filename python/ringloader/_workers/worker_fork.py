@@ -26,6 +26,7 @@ import sys
 import traceback
 
 from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers.frames import recv_exact
 from ringloader._workers.fork_hygiene import apply_header, die_with_parent, set_name
 from ringloader._workers.torch_seeding import import_seeded_modules, seeding_source_reads
 
@@ -208,7 +209,6 @@ def _briefed(server, channel):
     """The config the server unpickled, from the brief (SpareWorker.brief);
     False when none comes (discarded) or it does not unpickle (the server
     reports that to the trainer)."""
-    from ringloader._workers.zygote import recv_exact
     message, fds, flags, _ = socket.recv_fds(channel, _BRIEF.size, 1)
     if len(message) != _BRIEF.size or flags & socket.MSG_CTRUNC:
         _stub_gate.close_all(fds)

@@ -44,6 +44,7 @@ import time
 import traceback
 
 from ringloader._workers import stream_renewal as _stream_renewal
+from ringloader._workers.frames import recv_exact, recv_frame, send_frame  # noqa: F401  (theirs too)
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import worker_fork as _worker_fork
 from ringloader._workers.fork_hygiene import (apply_header, die_with_parent,
@@ -59,26 +60,6 @@ MAX_PENDING = 64
 # connect) then costs one batch of accepts between the server's other
 # work (stubs, the trainer), not all of it.
 MAX_ACCEPTS_PER_WAKE = 16
-
-
-def send_frame(sock, data):
-    sock.sendall(struct.pack("<Q", len(data)) + data)
-
-
-def recv_exact(sock, size):
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("ringloader: connection closed")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def recv_frame(sock):
-    (size,) = struct.unpack("<Q", recv_exact(sock, 8))
-    return recv_exact(sock, size)
 
 
 def zygote_main(control_fd, trainer_pid):
