@@ -15,8 +15,9 @@ torch's order (``_MultiProcessingDataLoaderIter._next_data``).
 Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
 from the loader's generator, the dataset as it is then), or kept with
 ``persistent_workers`` (seeded once, a new iterator per epoch). They
-start side by side, their servers forked by the loader's own zygote, which
-has the trainer's modules (_warm_zygote.py).
+start side by side, their servers forked when the loader is built (from
+the trainer, so they have its modules), else by the loader's own zygote
+(_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
 ``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
@@ -234,8 +235,6 @@ class IterableBackend:
                              shuffle=False, max_samples_per_epoch=CHUNK_TASKS)
         self._workers = None
         self._iterator = None
-        # Forked from the trainer now, while that is more likely safe than
-        # at iter() (no CUDA yet): see _warm_zygote.
         # Its first iter()'s servers, forked from the trainer now, while that
         # is more likely safe than at iter() (no CUDA yet): see _warm_zygote.
         self._early = _warm_zygote.fork_servers(num_workers)

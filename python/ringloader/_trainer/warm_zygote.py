@@ -22,6 +22,10 @@ import what it needs (_workers/zygote.py, _fork_loader_zygote). Each epoch's ser
 still unpickle the dataset as it is at that ``iter()``: a fresh copy for
 every worker, as torch's re-created workers get.
 
+An IterableDataset loader built where the trainer can be forked needs
+no zygote of its own for its first ``iter()``: it forks that epoch's
+servers when it is built (EarlyServer, fork_servers).
+
 The workers of one ``iter()`` start side by side (start_all): each waits
 on its own server, so N workers take the time of one.
 """
@@ -251,10 +255,12 @@ def fork_servers(count):
                 ours.close()
             _trainer_fork.serve([(theirs.detach(), record.worker_end())
                                  for (_, theirs), record in zip(pairs, records)])
-    except BaseException:
+    except BaseException as error:
         for (ours, _), record in zip(pairs, records):
             ours.close()
             record.close()
+        if isinstance(error, OSError):
+            return []  # no fork now (EAGAIN): forked at iter() instead
         raise
     finally:
         for _, theirs in pairs:
