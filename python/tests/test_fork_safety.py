@@ -121,5 +121,5 @@ def test_import_freezes_what_the_trainer_holds_so_far():
     done = subprocess.run([sys.executable, "-c", FROZEN_AT_IMPORT], capture_output=True,
                           text=True, timeout=120, check=True, env=env_importing_ringloader())
     before, frozen, collected = done.stdout.split()
-    assert int(before) == 0 and int(frozen) > 10000
+    assert int(frozen) > int(before) + 10000  # (a site hook may freeze some first)
     assert collected == "True"
