@@ -35,7 +35,7 @@ from ringloader._trainer import warm_zygote as _warm_zygote
 from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stream_renewal as _stream_renewal
-from ringloader._workers import zygote as _zygote
+from ringloader._workers import frames as _frames
 from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
 from ringloader import _ringloader
 from ringloader._ringloader import Error, OptionError, WorkerError
@@ -175,7 +175,7 @@ class _StreamWorker(_python_workers.PythonWorkers):
         try:
             self.server.settimeout(self.start_bound_s() or None)
             self.server.sendall(b"N")
-            _zygote.send_frame(self.server, _stream_renewal.frame(iteration, payload))
+            _frames.send_frame(self.server, _stream_renewal.frame(iteration, payload))
             return self.server.recv(1) == b"K"
         except OSError:  # TimeoutError included
             return False

@@ -18,7 +18,7 @@ from ringloader import _exceptions, _ringloader
 from ringloader._slots import batch_codec as _batch_codec
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._trainer import zygote_process as _zygote_process
-from ringloader._workers import zygote as _zygote
+from ringloader._workers import frames as _frames
 from ringloader._ringloader import OptionError, WorkerError
 
 # What the pool spawns per Python worker: a C++ stub that hands its
@@ -210,9 +210,9 @@ class PythonWorkers:
             forked = None
             server.settimeout(bound_s or None)
             try:
-                _zygote.send_frame(server, pickle.dumps(header))
-                _zygote.send_frame(server, self.payload)
-                reply = pickle.loads(_zygote.recv_frame(server))
+                _frames.send_frame(server, pickle.dumps(header))
+                _frames.send_frame(server, self.payload)
+                reply = pickle.loads(_frames.recv_frame(server))
             except TimeoutError:
                 process.kill()
                 server.close()

@@ -45,7 +45,7 @@ from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import trainer_fork as _trainer_fork
-from ringloader._workers import zygote as _zygote
+from ringloader._workers import frames as _frames
 
 
 class LoaderZygote:
@@ -105,12 +105,12 @@ class _ChildZygote(_zygote_process._Zygote):
                 socket.send_fds(parent.control, [b"Z"], [theirs.fileno()])
             theirs.close()
             ours.settimeout(_zygote_process._timeout_s())
-            (self.pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))
+            (self.pid,) = struct.unpack("<q", _frames.recv_exact(ours, 8))
             self._hold(parent.pid or parent.process.pid)
             header = {"sys_path": list(sys.path), "cwd": os.getcwd(),
                       "environ": dict(os.environ)}
-            _zygote.send_frame(ours, pickle.dumps(header))
-            _zygote.send_frame(ours, payload)
+            _frames.send_frame(ours, pickle.dumps(header))
+            _frames.send_frame(ours, payload)
             ours.settimeout(None)
         except BaseException:
             theirs.close()
@@ -199,7 +199,7 @@ class EarlyServer:
                     f"not start within {bound_s:g} s")
             if self.socket.recv(1) != b"H":
                 raise EOFError("the loader server ended at its start")
-            (pid,) = struct.unpack("<q", _zygote.recv_exact(self.socket, 8))
+            (pid,) = struct.unpack("<q", _frames.recv_exact(self.socket, 8))
             if self.process is None:
                 # Pinned by a pidfd while it is known to be the first's child.
                 self.pid, self.process = pid, _zygote_process._ServerProcess(pid, self._parent)

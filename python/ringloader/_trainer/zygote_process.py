@@ -22,6 +22,7 @@ import threading
 from ringloader._trainer import fork_threads as _fork_threads
 from ringloader._workers import fork_hygiene as _fork_hygiene
 from ringloader._workers import stub_gate as _stub_gate
+from ringloader._workers import frames as _frames
 from ringloader._workers import zygote as _zygote
 from ringloader._ringloader import OptionError, WorkerError
 
@@ -132,7 +133,7 @@ class _Zygote:
             self.wait_ready(timeout)
             if self._wait(ours, timeout, "the zygote to start a loader server") != b"H":
                 raise EOFError("loader server failed to start")
-            (pid,) = struct.unpack("<q", _zygote.recv_exact(ours, 8))  # sent with b"H"
+            (pid,) = struct.unpack("<q", _frames.recv_exact(ours, 8))  # sent with b"H"
         except BaseException:
             ours.close()
             raise

@@ -32,11 +32,11 @@ def serve(channels):
     except BaseException:  # noqa: BLE001  (a forked child must not return)
         traceback.print_exc()
         os._exit(1)
-    _zygote.run_server(*channels[0], make=lambda trainer, records: EarlyServer(
+    _zygote.run_server(*channels[0], make=lambda trainer, records: BuiltServer(
         trainer, records, channels[1:]))
 
 
-class EarlyServer(_zygote.LoaderServer):
+class BuiltServer(_zygote.LoaderServer):
     """A server forked when its loader was built (see above); `siblings`:
     the channels of the servers it forks."""
 
@@ -71,7 +71,7 @@ class EarlyServer(_zygote.LoaderServer):
             except BaseException:  # noqa: BLE001
                 traceback.print_exc()
                 os._exit(1)
-            _zygote.run_server(*channel, make=EarlyServer)
+            _zygote.run_server(*channel, make=BuiltServer)
         for fd in channel:
             os.close(fd)
         self.siblings.append(pid)

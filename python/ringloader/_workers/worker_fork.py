@@ -118,8 +118,8 @@ class SpareWorker:
     Made and used by the server's one thread only.
 
     `briefed` False: forked before the server had its payload (a server
-    forked when an IterableDataset's loader was built: LoaderServer's
-    spare_first), so that no fork comes after iter(); brief() then sends
+    forked when an IterableDataset's loader was built: _trainer_fork's
+    before_load), so that no fork comes after iter(); brief() then sends
     it the payload, which it unpickles itself (a copy of its own, as
     torch's worker of a stream has anyway)."""
 

@@ -44,7 +44,7 @@ import time
 import traceback
 
 from ringloader._workers import stream_renewal as _stream_renewal
-from ringloader._workers.frames import recv_exact, recv_frame, send_frame  # noqa: F401  (theirs too)
+from ringloader._workers.frames import recv_frame, send_frame
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import worker_fork as _worker_fork
 from ringloader._workers.fork_hygiene import (apply_header, die_with_parent,
