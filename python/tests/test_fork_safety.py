@@ -6,13 +6,11 @@ garbage collector), nor the threads and shard commands it started. The
 parent's epoch stays identical to torch's."""
 import gc
 import os
-import subprocess
-import sys
 
 import torch
 
 import ringloader
-from conftest import env_importing_ringloader, write_image_folder
+from conftest import write_image_folder
 
 
 class Numbers(torch.utils.data.Dataset):
@@ -91,35 +89,3 @@ def test_fork_child_leaves_shard_indexing_and_commands_alone(tmp_path):
     _check_parent_goes_on(lambda: loader_of([f"pipe:sh {fetch} {s}" for s in shards]),
                           lambda: loader_of(shards))
     assert sorted(log.read_text().split()) == sorted(shards), "a command ran twice"
-
-
-FROZEN_AT_IMPORT = """
-import gc, sys, weakref
-import torch
-before = gc.get_freeze_count()
-import ringloader
-frozen = gc.get_freeze_count()
-
-
-class Node:
-    pass
-
-
-node = Node()
-node.self = node  # a cycle made after the import: still collected
-gone = weakref.ref(node)
-del node
-gc.collect()
-print(before, frozen, gone() is None)
-"""
-
-
-def test_import_freezes_what_the_trainer_holds_so_far():
-    # The zygote and a loader's servers are forks of the trainer: what it
-    # held at import is out of the collector's reach, so its collections
-    # neither walk nor write those pages (prestart's docstring).
-    done = subprocess.run([sys.executable, "-c", FROZEN_AT_IMPORT], capture_output=True,
-                          text=True, timeout=120, check=True, env=env_importing_ringloader())
-    before, frozen, collected = done.stdout.split()
-    assert int(frozen) > int(before) + 10000  # (a site hook may freeze some first)
-    assert collected == "True"

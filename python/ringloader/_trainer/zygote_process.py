@@ -9,7 +9,6 @@ later from the trainer (_trainer/warm_zygote.py). A zygote forks a server
 on request (``_Zygote.fork_server``, or ``request_server`` now and
 ``await_server`` later, so the fork overlaps the trainer's own work)."""
 import atexit
-import gc
 import os
 import select
 import signal
@@ -284,18 +283,11 @@ def prestart():
     ``import ringloader``; $RINGLOADER_PRESTART=0 defers it to the first
     loader with a Python dataset.
 
-    First it takes what the trainer holds so far (the interpreter, torch,
-    the modules imported before ringloader: it lives as long as the
-    trainer) out of the cyclic collector's reach (gc.freeze), as CPython
-    advises before a fork without exec: a full collection walks none of it
-    and writes none of it, so the trainer's forks (this zygote, a loader's
-    servers) keep sharing those pages instead of copying them, and the
-    trainer's own collections get cheaper. Measured (bench/clients_streams.py
-    timeline, HF iterable, 6 rounds, quiet): building the dataset and loader
-    1.04 -> 0.84 s, first batch 1.19 -> 0.97 s (torch's 0.95 s). Frozen
-    objects are still freed by reference counting; only a cycle among them
-    is never collected."""
-    gc.freeze()
+    It does not gc.freeze() the trainer first, though that kept the pages
+    a fork shares from being copied (Hugging Face's first batch 1.19 ->
+    0.97 s): under CPython 3.12.1 the trainer's later collections then
+    crashed now and then (SIGSEGV while garbage-collecting, in pytest runs
+    of the stream tests, 4 of 7; none of 3 without it)."""
     if os.environ.get(_ZYGOTE_ENV) or os.environ.get("RINGLOADER_PRESTART") == "0":
         return
     try:
