@@ -102,8 +102,16 @@ def _record_seeds(folder, worker_id):
     """worker_init_fn: writes what this worker sees (every worker runs it,
     whether or not it gets a batch)."""
     info = torch.utils.data.get_worker_info()
-    with open(os.path.join(folder, f"{worker_id}-{os.getpid()}"), "w") as out:
+    name = f"{worker_id}-{os.getpid()}"
+    # Written whole, then renamed: the trainer polls the folder and must never
+    # read a file that has been created but not yet written.
+    with open(os.path.join(folder, "." + name), "w") as out:
         out.write(f"{worker_id} {torch.initial_seed()} {info.seed}")
+    os.replace(os.path.join(folder, "." + name), os.path.join(folder, name))
+
+
+def _written(folder):
+    return [name for name in os.listdir(folder) if not name.startswith(".")]
 
 
 def _seeds_seen(folder, loader):
@@ -112,10 +120,10 @@ def _seeds_seen(folder, loader):
     iterator = iter(loader)
     next(iterator)
     deadline = time.monotonic() + 60
-    while len(os.listdir(folder)) < 2 and time.monotonic() < deadline:
+    while len(_written(folder)) < 2 and time.monotonic() < deadline:
         time.sleep(0.02)
     rows = []
-    for name in os.listdir(folder):
+    for name in _written(folder):
         with open(os.path.join(folder, name)) as seen:
             rows.append(tuple(int(x) for x in seen.read().split()))
         os.remove(os.path.join(folder, name))
