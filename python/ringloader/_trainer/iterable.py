@@ -21,6 +21,7 @@ the trainer, so they have its modules), else by the loader's own zygote
 
 What torch's own loader serves instead (_torch_fallback.py, see
 ``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
+import functools
 import pickle
 import weakref
 
@@ -217,6 +218,11 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self.native.start_epoch()
 
 
+def _start_and_plan(worker):
+    worker.start()
+    worker.plan(0, 0)
+
+
 class IterableBackend:
     """The workers of a loader over an IterableDataset, kept across epochs
     when persistent; one iterator per epoch (the same object, reset, when
@@ -253,6 +259,7 @@ class IterableBackend:
     def iterate(self, loader):
         self.generation += 1
         resume, self._resume = self._resume, None
+        planned = False
         if self._workers is not None and resume is None and loader.persistent_workers:
             self._iteration += 1
         else:
@@ -264,9 +271,10 @@ class IterableBackend:
             if not renewed:
                 self._workers = None  # the old servers end before new ones start
                 self._workers = self._start(loader, resume, base_seed)
-                self._iteration = 0
-        for worker in self._workers:
-            worker.plan(self._iteration, 0)
+                self._iteration, planned = 0, True
+        if not planned:
+            for worker in self._workers:
+                worker.plan(self._iteration, 0)
         if not (loader.persistent_workers and self._iterator is not None):
             self._iterator = IterableIterator(loader, self, self._pin)
         self._iterator.restart(self._workers, self._iteration, resume)
@@ -307,7 +315,9 @@ class IterableBackend:
         for worker in workers:
             worker.early = self._early.pop(0) if self._early else None
         _warm_zygote.close_servers(self._early)  # more than this iter()'s workers
-        _warm_zygote.start_all([worker.start for worker in workers],
+        # Each worker's first chunk is planned as soon as it has started: a
+        # worker that waited for the others' start waited for its first task.
+        _warm_zygote.start_all([functools.partial(_start_and_plan, worker) for worker in workers],
                                [worker.fork_server for worker in workers])
         return workers
 

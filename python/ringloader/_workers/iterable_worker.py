@@ -173,16 +173,79 @@ def _restarted_message(worker_id, chunk, index):
             f"with iter(loader)")
 
 
+class _FirstBatch:
+    """A worker's first batch (iteration 0), made before its first task:
+    what making it raised is raised at that task, as it would have been."""
+
+    def __init__(self, stream):
+        self._batch = self._error = None
+        try:
+            stream.begin(0)
+            self._batch = stream.next_batch()
+        except Exception as error:  # noqa: BLE001  (raised at the first task)
+            self._error = error
+
+    def take(self):
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        batch, self._batch = self._batch, None
+        return batch
+
+
 def serve(index, server_pid, config, ring_fd):
     """Worker `config["iterable"]["worker_id"]`'s life (`index` is its slot
     in its own one-worker pool): fills batches until the trainer shuts down."""
-    import torch
-    torch.set_num_threads(1)
     from ringloader import _ringloader
-    from ringloader._exceptions import failure_message
+    _single_threaded_torch()
     stream = _Stream(config)
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     stream.heartbeat = endpoint.heartbeat
+    return _serve_tasks(stream, endpoint, None)
+
+
+def serve_spare(config, assignment):
+    """A spare's life (_worker_fork) once it has its payload: it makes its
+    first batch at once, while the trainer sets up its native loader and
+    starts the stub, rather than after the stub's handshake (a fresh
+    worker's first task is always its stream's first batch). It attaches
+    to the ring at the first item after its stub's descriptors come
+    (`assignment.attach(block)`: (index, server pid, ring fd), or None
+    while they have not), so from then on each item beats as any
+    worker's does; then it serves."""
+    from ringloader import _ringloader
+    _single_threaded_torch()
+    stream = _Stream(config)
+    endpoint = None
+
+    def attach(block):
+        nonlocal endpoint
+        place = assignment.attach(block)
+        if place is not None:
+            endpoint = _ringloader.WorkerEndpoint(place[2], place[0], place[1])
+            stream.heartbeat = endpoint.heartbeat
+
+    def beat_or_attach(item):
+        attach(block=False)
+        if endpoint is not None:
+            endpoint.heartbeat(item)
+
+    stream.heartbeat = beat_or_attach
+    first = _FirstBatch(stream)
+    if endpoint is None:
+        attach(block=True)
+    return _serve_tasks(stream, endpoint, first)
+
+
+def _single_threaded_torch():
+    import torch
+    torch.set_num_threads(1)
+
+
+def _serve_tasks(stream, endpoint, first):
+    """Fills batches until the trainer shuts down; `first`: a _FirstBatch
+    made before the first task (serve_spare)."""
+    from ringloader._exceptions import failure_message
     worker_id, fresh = stream.worker_id, True
     while True:
         task = endpoint.next_task()
@@ -194,9 +257,13 @@ def serve(index, server_pid, config, ring_fd):
             if fresh and (chunk, task.index) != (0, 0):
                 raise RuntimeError(_restarted_message(worker_id, chunk, task.index))
             fresh = False
-            stream.begin(iteration)
-            endpoint.heartbeat(task.index)
-            batch = END if iteration < stream.iteration else stream.next_batch()
+            made, first = first, None
+            if made is not None and iteration == 0:
+                batch = made.take()
+            else:
+                stream.begin(iteration)
+                endpoint.heartbeat(task.index)
+                batch = END if iteration < stream.iteration else stream.next_batch()
             slot = endpoint.slot(task)
             try:
                 _encode(batch, slot, worker_id)

@@ -15,6 +15,11 @@ replaced by a fork, as before.
 A spare holds nothing of the server's but the dataset: it closes the
 server's sockets and wake pipe at once, and dies with its server
 (PR_SET_PDEATHSIG) or when its socketpair closes.
+
+A spare of an IterableDataset's server does not wait idle: its first task
+is always its stream's first batch, so it makes that batch as soon as it
+has its payload, and attaches to the ring at the first item after the
+stub's descriptors come (_iterable_worker.serve_spare).
 """
 import os
 import pickle
@@ -59,6 +64,17 @@ def become_worker(server, index, group, fds):
 
 
 def _serve(server, index, group, fds):
+    server_pid, ring_fd = _attach(server, index, group, fds)
+    if server.config.get("iterable") is not None:
+        from ringloader._workers import iterable_worker as _worker
+    else:
+        from ringloader._workers import worker as _worker
+    return _worker.serve(index, server_pid, server.config, ring_fd=ring_fd)
+
+
+def _attach(server, index, group, fds):
+    """Makes this process stub `index`'s worker, short of its ring
+    endpoint: (its server's pid, the ring descriptor)."""
     server_pid = os.getppid()
     # The stub's process group: when the trainer's pool kills the stub's
     # group (a hang) or sees the stub gone, this worker dies with it,
@@ -77,11 +93,7 @@ def _serve(server, index, group, fds):
     os.close(fds[4])  # the config memfd: the payload came by socket
     from ringloader import _exceptions
     _exceptions.set_worker_channel(server.records, index)
-    if server.config.get("iterable") is not None:
-        from ringloader._workers import iterable_worker as _worker
-    else:
-        from ringloader._workers import worker as _worker
-    return _worker.serve(index, server_pid, server.config, ring_fd=fds[3])
+    return server_pid, fds[3]
 
 
 def _exit_with(body):
@@ -204,6 +216,10 @@ class _WarmUp:
             if select.select([channel], [], [], 0)[0]:
                 return  # the rest, if any, after that message
 
+    def finish(self):
+        for step in self._steps:
+            step()
+
 
 def _briefed(server, channel):
     """The config the server unpickled, from the brief (SpareWorker.brief);
@@ -238,12 +254,61 @@ def _assigned(server, server_pid, channel, briefed):
     warm_up.until_readable(channel)  # while it waits for its payload, or stub
     if not briefed and not _briefed(server, channel):
         return 0
+    if server.config.get("iterable") is not None:
+        from ringloader._workers import iterable_worker as _iterable_worker
+        warm_up.finish()
+        try:
+            return _iterable_worker.serve_spare(server.config, _Assignment(server, channel))
+        except _Discarded:
+            return 0
     warm_up.until_readable(channel)
-    message, fds, flags, _ = socket.recv_fds(channel, _ASSIGNMENT.size, _stub_gate.STUB_FDS)
-    channel.close()
-    if len(message) == _ASSIGNMENT.size and len(fds) == _stub_gate.STUB_FDS and \
-            not flags & socket.MSG_CTRUNC:
-        index, group = _ASSIGNMENT.unpack(message)
-        become_worker(server, index, group, fds)
-    _stub_gate.close_all(fds)  # discarded (EOF), or a message not from our server
+    try:
+        index, group, fds = _Assignment(server, channel).take(block=True)
+    except _Discarded:
+        return 0
+    become_worker(server, index, group, fds)
     return 0
+
+
+class _Discarded(BaseException):
+    """No stub comes for this spare: its server discarded it (a closed
+    socketpair), or a message not from the server came. A BaseException:
+    raised from a stream's items, it must not be caught as the dataset's
+    error."""
+
+
+class _Assignment:
+    """A spare's end of its socketpair: the descriptors of the stub it
+    becomes the worker of (SpareWorker.hand_over)."""
+
+    def __init__(self, server, channel):
+        self.server, self.channel = server, channel
+
+    def take(self, block):
+        """(index, group, fds) once handed over, None while not yet (when
+        not `block`); raises _Discarded when none will come."""
+        if not block and not select.select([self.channel], [], [], 0)[0]:
+            return None
+        message, fds, flags, _ = socket.recv_fds(self.channel, _ASSIGNMENT.size,
+                                                 _stub_gate.STUB_FDS)
+        self.channel.close()
+        if len(message) != _ASSIGNMENT.size or len(fds) != _stub_gate.STUB_FDS or \
+                flags & socket.MSG_CTRUNC:
+            _stub_gate.close_all(fds)  # discarded (EOF), or a message not from our server
+            raise _Discarded
+        return (*_ASSIGNMENT.unpack(message), fds)
+
+    def attach(self, block):
+        """(index, server pid, ring fd) once this process is its stub's
+        worker (_attach), None while not yet (when not `block`)."""
+        taken = self.take(block)
+        if taken is None:
+            return None
+        index, group, fds = taken
+        try:
+            server_pid, ring_fd = _attach(self.server, index, group, fds)
+        except BaseException:
+            _stub_gate.close_all(fds)
+            raise
+        return index, server_pid, ring_fd
+
