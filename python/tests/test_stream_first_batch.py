@@ -64,22 +64,30 @@ def test_a_workers_first_item_is_made_before_its_stub_starts(tmp_path, monkeypat
 
 
 class SlowItems(IterableDataset):
-    """Items 0.4 s apart: the first batch of 8 takes 3.2 s."""
+    """Items 0.4 s apart: the first batch of 8 takes 3.2 s. Each process
+    that starts the stream writes its pid in `folder`."""
+
+    def __init__(self, folder):
+        self.folder = folder
 
     def __iter__(self):
+        open(os.path.join(self.folder, str(os.getpid())), "w").close()
         for i in range(8):
             time.sleep(0.4)
             yield i
 
 
-def test_a_first_batch_slower_than_the_start_bound_is_not_a_hung_start(monkeypatch):
+def test_a_first_batch_slower_than_the_start_bound_is_not_a_hung_start(tmp_path, monkeypatch):
     # Start bound 1.5 s (the larger of the variable and hang_timeout): a
     # spare that made its whole first batch before it attached would be
-    # judged a start that hung; attached at the next item, it beats.
+    # judged a start that hung, killed, and its stream started again in a
+    # worker forked then (the batch would still come, from that one);
+    # attached at the next item, it beats.
     monkeypatch.setenv("RINGLOADER_WORKER_START_TIMEOUT_S", "1")
-    loader = ringloader.DataLoader(SlowItems(), batch_size=8, num_workers=1,
+    loader = ringloader.DataLoader(SlowItems(str(tmp_path)), batch_size=8, num_workers=1,
                                    hang_timeout=1.5)
     assert [batch.tolist() for batch in loader] == [list(range(8))]
+    assert len(os.listdir(tmp_path)) == 1  # one process made it
 
 
 class FirstItemFails(IterableDataset):
