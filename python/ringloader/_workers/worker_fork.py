@@ -287,10 +287,13 @@ class _Assignment:
     def take(self, block):
         """(index, group, fds) once handed over, None while not yet (when
         not `block`); raises _Discarded when none will come."""
-        if not block and not select.select([self.channel], [], [], 0)[0]:
-            return None
-        message, fds, flags, _ = socket.recv_fds(self.channel, _ASSIGNMENT.size,
-                                                 _stub_gate.STUB_FDS)
+        try:
+            if not block and not select.select([self.channel], [], [], 0)[0]:
+                return None
+            message, fds, flags, _ = socket.recv_fds(self.channel, _ASSIGNMENT.size,
+                                                     _stub_gate.STUB_FDS)
+        except (OSError, ValueError):  # its server gone, or the channel closed
+            raise _Discarded from None
         self.channel.close()
         if len(message) != _ASSIGNMENT.size or len(fds) != _stub_gate.STUB_FDS or \
                 flags & socket.MSG_CTRUNC:
@@ -307,8 +310,9 @@ class _Assignment:
         index, group, fds = taken
         try:
             server_pid, ring_fd = _attach(self.server, index, group, fds)
-        except BaseException:
+        except BaseException:  # noqa: BLE001  (called from the dataset's items, which
+            # may catch what it raises: this process can be no one's worker now)
             _stub_gate.close_all(fds)
-            raise
+            _exit_with(lambda: traceback.print_exc() or 3)
         return index, server_pid, ring_fd
 
