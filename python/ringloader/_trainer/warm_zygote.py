@@ -46,6 +46,7 @@ from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers import trainer_fork as _trainer_fork
 from ringloader._workers import frames as _frames
+from ringloader._workers import library_warmup as _library_warmup
 
 
 class LoaderZygote:
@@ -248,6 +249,9 @@ def fork_servers(count):
     # spares unpickle it): imported once here, before the fork, not 5-8 ms
     # in each of them on the way to the first batch.
     import cloudpickle  # noqa: F401
+    # numpy.random (each worker's seeding imports it) and Pillow's plugins,
+    # where the trainer has them: inherited, not paid in each spare.
+    _library_warmup.warm_inherited_libraries()
     records = [_exceptions.WorkerRecords() for _ in range(count)]
     pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(count)]
     try:

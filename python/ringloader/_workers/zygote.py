@@ -51,7 +51,7 @@ from ringloader._workers.fork_hygiene import (apply_header, die_with_parent,
                                               drop_inherited_descriptors,
                                               leave_trainers_signals, set_name)
 from ringloader._workers.stub_gate import STUB_FDS
-from ringloader._workers.torch_seeding import import_seeded_modules
+from ringloader._workers.library_warmup import warm_inherited_libraries
 
 # Connections past the uid and parent checks, not yet handed over: more
 # than this, and new ones are closed at once.
@@ -96,7 +96,7 @@ def _serve(control):
     for name in ("torch", "torch.utils.data", "ringloader._slots.batch_structure",
                  "ringloader._ringloader", "ringloader._workers.worker"):
         importlib.import_module(name)
-    import_seeded_modules()
+    warm_inherited_libraries()
     try:
         control.sendall(b"R")  # ready
     except OSError:
