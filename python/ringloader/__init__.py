@@ -52,11 +52,11 @@ __all__ = [
 # loader's first batch does not wait for it. $RINGLOADER_PRESTART=0 starts
 # it at the first loader with a Python dataset instead.
 from ._trainer import zygote_process as _zygote_process  # noqa: E402
-from ._workers.torch_seeding import import_seeded_modules as _import_seeded_modules  # noqa: E402
+from ._workers.library_warmup import warm_seeding as _warm_seeding  # noqa: E402
 
 # numpy.random, which every worker's seeding imports (torch's workers' too),
 # once here where torch imported numpy (6 ms): the zygote and every server
 # and worker forked from this process inherit it, and a loader's servers
 # forked when it is built do not wait for it.
-_import_seeded_modules()
+_warm_seeding()
 _zygote_process.prestart()

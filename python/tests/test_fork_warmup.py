@@ -63,3 +63,20 @@ def test_pillow_and_numpy_random_are_warmed_only_where_the_trainer_has_them(tmp_
         print(sys.modules.get("PIL.Image") is None and sys.modules["PIL"] is None)
     """, tmp_path)
     assert untouched == "True"
+
+
+def test_a_library_that_fails_its_warm_up_fails_no_loader(tmp_path):
+    # A broken Pillow plugin: the warm-up goes on (the worker that opens an
+    # image meets the error, naming the sample), import ringloader too.
+    (tmp_path / "PIL").mkdir()
+    (tmp_path / "PIL" / "__init__.py").write_text("")
+    (tmp_path / "PIL" / "Image.py").write_text(
+        "def preinit():\n    raise OSError('broken plugin')\n")
+    survived, = _run("""
+        import PIL.Image
+        import ringloader
+        from ringloader._workers.library_warmup import warm_inherited_libraries
+        warm_inherited_libraries()
+        print("survived")
+    """, tmp_path)
+    assert survived == "survived"

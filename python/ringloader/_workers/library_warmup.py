@@ -15,8 +15,27 @@ from ringloader._workers.torch_seeding import import_seeded_modules
 
 def warm_inherited_libraries():
     """Only what the trainer already imported is warmed: nothing new is
-    imported that its workers would not import anyway."""
-    import_seeded_modules()
+    imported that its workers would not import anyway. Never raises: a
+    library that fails here fails again where it is used, in the worker,
+    whose error names the sample."""
+    for step in (import_seeded_modules, _register_pillow_plugins):
+        _never_raising(step)
+
+
+def warm_seeding():
+    """numpy.random only (at ``import ringloader``: 6 ms where torch has
+    imported numpy, every worker's seeding imports it); never raises."""
+    _never_raising(import_seeded_modules)
+
+
+def _never_raising(step):
+    try:
+        step()
+    except Exception:  # noqa: BLE001, S110  (see warm_inherited_libraries)
+        pass
+
+
+def _register_pillow_plugins():
     image = sys.modules.get("PIL.Image")
     if image is not None and callable(getattr(image, "preinit", None)):
         # Pillow imports its common format plugins (BMP, GIF, JPEG, PPM,
