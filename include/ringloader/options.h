@@ -73,6 +73,16 @@ struct RINGLOADER_EXPORT LoaderOptions {
   // process (or in the trainer with num_workers = 0). 0 = all cores when
   // num_workers = 0, else 1. Default: 0.
   int intra_op_threads = 0;
+  // Added to each worker process's nice value (setpriority), Python
+  // workers included, so that where workers and the trainer compete for
+  // cores the trainer runs first: it is the pipeline's consumer (on a GPU
+  // machine it feeds the device), and a trainer thread preempted by a
+  // worker stalls every thread of the trainer waiting on it (torch's
+  // intra-op threads spin at their barriers meanwhile). Workers still get
+  // every core the trainer leaves idle, which is all of them while it
+  // waits for a batch. 0 keeps the trainer's priority, as torch's
+  // workers do. 0 to 19. Default: 5.
+  int worker_nice = 5;
   // Images with more pixels are refused before decoding (decompression
   // bombs). Default: 178956970 (Pillow's limit).
   int64_t max_image_pixels = 178956970;

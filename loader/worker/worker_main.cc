@@ -5,8 +5,10 @@
 //   ringloader-worker --ring-fd 3 --config-fd 4 --index 0 --parent-pid 1234
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +62,13 @@ int main(int argc, char** argv) {
     auto config = ringloader::worker::WorkerConfig::from_json_text(
         ringloader::ring::SharedRegion::read_text_fd(args.config_fd));
     close(args.config_fd);
+    // Lowered before the first sample: a worker never runs ahead of the
+    // trainer (LoaderOptions::worker_nice). Failure leaves it as it is.
+    if (config.worker_nice > 0) {
+      errno = 0;
+      const int current = getpriority(PRIO_PROCESS, 0);
+      if (errno == 0) setpriority(PRIO_PROCESS, 0, current + config.worker_nice);
+    }
     ringloader::worker::WorkerLoop loop(ring, config, args.index,
                                         args.parent_pid);
     return loop.run();

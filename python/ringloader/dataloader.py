@@ -123,6 +123,11 @@ class DataLoader(torch.utils.data.DataLoader):
     ``ring_memory_budget_bytes`` (Default: a quarter of physical memory).
     Every slot stays resident: ask for a deeper ring with ``ring_slots``
     or ``prefetch_factor`` when batch times vary a lot.
+
+    ``worker_nice`` (Default: 5) is added to every worker's nice value, so
+    where workers and the trainer compete for cores the trainer runs first
+    (include/ringloader/options.h says why); 0 keeps the trainer's
+    priority, as torch's workers have.
     """
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
@@ -148,6 +153,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  device=_options.default("device"), device_normalize=None,
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
+                 worker_nice=_options.default("worker_nice"),
                  attach=None, in_order=True, seeding="ringloader"):
         # Every argument: what _reconfigure.py builds the loader again from
         # when attributes set after construction ask for it.
@@ -267,7 +273,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
             "seed": 0, "on_error": "raise", "hang_timeout_s": float(s["hang_timeout"]),
             "max_batch_retries": int(s["max_batch_retries"]), "held_batches": held_batches,
-            "pin_memory": bool(s["pin_memory"])}
+            "pin_memory": bool(s["pin_memory"]), "worker_nice": int(s["worker_nice"])}
         if s["timeout"]:
             options["timeout_s"] = float(s["timeout"])
         # torch pins batches only where CUDA is (its pin_memory thread).
@@ -295,6 +301,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "num_workers": _AUTO_WORKERS if auto_workers else int(num_workers),
             "max_auto_workers": int(s["max_auto_workers"]),
             "ring_memory_budget_bytes": int(s["ring_memory_budget_bytes"]),
+            "worker_nice": int(s["worker_nice"]),
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
             # Shards still being indexed have no len() yet; the loader's

@@ -28,6 +28,7 @@ DATALOADER_KEYWORDS = {
     "held_batches": "held_batches", "device": "device",
     "max_auto_workers": "max_auto_workers",
     "ring_memory_budget_bytes": "ring_memory_budget_bytes",
+    "worker_nice": "worker_nice",
 }
 NODE_KEYWORDS = {
     "batch_size": "batch_size", "shuffle": "shuffle", "num_workers": "num_workers",

@@ -150,17 +150,19 @@ class _StreamWorker(_python_workers.PythonWorkers):
     (virtually: pages are committed as written)."""
 
     early = None  # its _warm_zygote.EarlyServer, at the loader's first iter()
+    starting = None  # (_warm_zygote.Starts, its index) until its start is known done
 
     def __init__(self, dataset, options, stream, loader_zygote, pickled=None):
         """Pickles `dataset` as it is now (`pickled`: _pickled_once's copy
         of it); start() starts the worker (in a thread of its own:
-        _warm_zygote.start_all)."""
+        _warm_zygote.Starts), started() waits for that."""
         # PythonWorkers' fields, set here: its __init__ probes dataset[0].
         self.options, self.max_pickled_bytes, self.iterated = options, None, True
         self._stream_zygote, self._dataset = loader_zygote, dataset
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
-                      "batch_size": 1, "iterable": stream}
+                      "batch_size": 1, "iterable": stream,
+                      "worker_nice": options.get("worker_nice", 0)}
         self.native = self.batch_structure = self.server = None
         self.encoded_start = 0
         self.payload = self._pickle(pickled or dataset)
@@ -184,6 +186,22 @@ class _StreamWorker(_python_workers.PythonWorkers):
     def start(self):
         self._start(self._dataset)
         self._dataset = None
+
+    def started(self):
+        """Waits for its start (in the background since iter()); raises
+        what the start raised, at each call."""
+        if self.starting is not None:
+            starts, index = self.starting
+            starts.wait(index)
+            self.starting = None
+
+    def start_succeeded(self):
+        """Waits for its start; whether it can serve."""
+        try:
+            self.started()
+        except BaseException:  # noqa: BLE001  (raised at the next() that met it)
+            return False
+        return self.native is not None
 
     def fork_server(self):
         """The server forked when the loader was built
@@ -260,6 +278,9 @@ class IterableBackend:
         self.generation += 1
         resume, self._resume = self._resume, None
         planned = False
+        if self._workers is not None and \
+                not all(worker.start_succeeded() for worker in self._workers):
+            self._workers = None  # its start failed (raised at next()): new ones
         if self._workers is not None and resume is None and loader.persistent_workers:
             self._iteration += 1
         else:
@@ -317,8 +338,11 @@ class IterableBackend:
         _warm_zygote.close_servers(self._early)  # more than this iter()'s workers
         # Each worker's first chunk is planned as soon as it has started: a
         # worker that waited for the others' start waited for its first task.
-        _warm_zygote.start_all([functools.partial(_start_and_plan, worker) for worker in workers],
-                               [worker.fork_server for worker in workers])
+        starts = _warm_zygote.Starts(
+            [functools.partial(_start_and_plan, worker) for worker in workers],
+            [worker.fork_server for worker in workers])
+        for index, worker in enumerate(workers):
+            worker.starting = (starts, index)
         return workers
 
     def epoch_ended(self, loader):
@@ -358,17 +382,20 @@ class IterableBackend:
         self._resume = state if state["in_progress"] else None
         self._workers = None if state["in_progress"] else self._workers
 
+    def _started_workers(self):
+        return [worker for worker in self._workers or [] if worker.start_succeeded()]
+
     def stats(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return {"iterable_workers": [worker.native.stats() for worker in workers]}
 
     def stats_text(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return "\n".join(f"worker {n}: {worker.native.stats_text()}"
                          for n, worker in enumerate(workers))
 
     def worker_pids(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return [pid for worker in workers for pid in worker.native.worker_pids()]
 
 
@@ -391,8 +418,10 @@ class IterableIterator:
             self._active, self._turn = list(resume["active"]), int(resume["turn"])
             self._states = list(resume["worker_states"])
         # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
-        # native loader handed out that reached us, and why we cannot go on.
-        self._received = [worker.native.batches_handed_out() for worker in workers]
+        # native loader handed out that reached us (counted from each
+        # worker's first batch of the epoch: its start may be under way),
+        # and why we cannot go on.
+        self._received = [None] * len(workers)
         self._lost = None
 
     def __iter__(self):
@@ -443,6 +472,8 @@ class IterableIterator:
     def _take(self, worker_id):
         """Worker `worker_id`'s next batch, or END."""
         worker = self._workers[worker_id]
+        if self._received[worker_id] is None:
+            self._received[worker_id] = self._started(worker_id)
         while True:
             try:
                 raw = worker.native.next()
@@ -479,3 +510,15 @@ class IterableIterator:
             self._states[worker_id] = batch.state
             batch = batch.batch
         return END if isinstance(batch, EndOfStream) else batch
+
+    def _started(self, worker_id):
+        """Waits for the worker's start; the batches it handed out so far.
+        A start that failed raises its error here, and ends the epoch."""
+        worker = self._workers[worker_id]
+        try:
+            worker.started()
+        except Exception:
+            self._lost = (f"ringloader: IterableDataset worker {worker_id} could not start "
+                          f"(raised above): start a new epoch with iter(loader)")
+            raise
+        return worker.native.batches_handed_out()

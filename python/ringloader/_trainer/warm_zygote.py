@@ -26,8 +26,9 @@ An IterableDataset loader built where the trainer can be forked needs
 no zygote of its own for its first ``iter()``: it forks that epoch's
 servers when it is built (EarlyServer, fork_servers).
 
-The workers of one ``iter()`` start side by side (start_all): each waits
-on its own server, so N workers take the time of one.
+The workers of one ``iter()`` start side by side, in the background
+(Starts): each waits on its own server, so N workers take the time of
+one, and the iterator waits for each at its first batch only.
 """
 import atexit
 import os
@@ -285,34 +286,58 @@ def close_servers(servers):
         servers.pop().close()
 
 
-def start_all(starts, forks=None):
-    """Calls each of `starts` in a thread of its own and waits for all;
-    raises the first exception after all have ended. `forks[i]`, when
-    given, runs in this thread before start i's thread begins: a zygote
-    forks one server at a time, so they come in the order asked (the
-    trainer takes worker 0's batch first), each start going on at once."""
-    errors = [None] * len(starts)
+class Starts:
+    """The workers of one iter() starting in the background, side by side,
+    each in a thread of its own: worker i's thread begins once `forks[i]`
+    (when given) has run in a coordinator thread, in order (a zygote
+    forks one server at a time, so they come in the order asked: the
+    trainer takes worker 0's batch first).
 
-    def run(index):
-        try:
-            starts[index]()
-        except BaseException as error:  # noqa: BLE001  (raised below, in the caller)
-            errors[index] = error
+    iter() does not wait for them: the iterator waits for each worker at
+    its first batch (wait()), so worker 0's first batch is not held back
+    by worker 1's start, which may still be forking its server then.
+    torch's iter() returns once its workers are forked, too, and what a
+    worker's start raises comes at next()."""
 
-    threads = []
-    for index in range(len(starts)):
-        if forks is not None:
+    def __init__(self, starts, forks=None):
+        count = len(starts)
+        self._starts, self._forks = starts, forks
+        self._errors = [None] * count
+        self._threads = [None] * count
+        self._launched = [threading.Event() for _ in range(count)]
+        threading.Thread(target=self._launch_all, daemon=True,
+                         name="ringloader-start").start()
+
+    def _launch_all(self):
+        for index in range(len(self._launched)):
             try:
-                forks[index]()
-            except BaseException as error:  # noqa: BLE001  (raised below)
-                errors[index] = error
-                break
-        thread = threading.Thread(target=run, args=(index,), daemon=True,
-                                  name=f"ringloader-start-{index}")
-        thread.start()
-        threads.append(thread)
-    for thread in threads:
-        thread.join()
-    for error in errors:
-        if error is not None:
-            raise error
+                if self._forks is not None:
+                    self._forks[index]()
+                thread = threading.Thread(target=self._run, args=(index,), daemon=True,
+                                          name=f"ringloader-start-{index}")
+                thread.start()
+                self._threads[index] = thread
+            except BaseException as error:  # noqa: BLE001  (raised by wait())
+                # No later worker starts either (a zygote that failed one
+                # fork fails the next).
+                for later in range(index, len(self._launched)):
+                    self._errors[later] = error
+                    self._launched[later].set()
+                return
+            self._launched[index].set()
+
+    def _run(self, index):
+        try:
+            self._starts[index]()
+        except BaseException as error:  # noqa: BLE001  (raised by wait())
+            self._errors[index] = error
+
+    def wait(self, index):
+        """Blocks until start `index` has ended; raises what it raised
+        (again at each call)."""
+        self._launched[index].wait()
+        thread = self._threads[index]
+        if thread is not None:
+            thread.join()
+        if self._errors[index] is not None:
+            raise self._errors[index]

@@ -197,7 +197,7 @@ def serve(index, server_pid, config, ring_fd):
     """Worker `config["iterable"]["worker_id"]`'s life (`index` is its slot
     in its own one-worker pool): fills batches until the trainer shuts down."""
     from ringloader import _ringloader
-    _single_threaded_torch()
+    _single_threaded_torch(config)
     stream = _Stream(config)
     endpoint = _ringloader.WorkerEndpoint(ring_fd, index, server_pid)
     stream.heartbeat = endpoint.heartbeat
@@ -214,7 +214,7 @@ def serve_spare(config, assignment):
     while they have not), so from then on each item beats as any
     worker's does; then it serves."""
     from ringloader import _ringloader
-    _single_threaded_torch()
+    _single_threaded_torch(config)
     stream = _Stream(config)
     endpoint = None
 
@@ -237,8 +237,11 @@ def serve_spare(config, assignment):
     return _serve_tasks(stream, endpoint, first)
 
 
-def _single_threaded_torch():
+def _single_threaded_torch(config):
+    """As torch's workers, one intra-op thread; and below the trainer."""
     import torch
+    from ringloader._workers.priority import yield_to_trainer
+    yield_to_trainer(config)
     torch.set_num_threads(1)
 
 

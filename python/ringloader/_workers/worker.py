@@ -159,6 +159,8 @@ def serve(index, server_pid, config, ring_fd):
     config["parent_pid"] is the trainer's."""
     import torch
     torch.set_num_threads(1)
+    from ringloader._workers.priority import yield_to_trainer
+    yield_to_trainer(config)
     from ringloader import _ringloader
     dataset = config["dataset"]
     torch_seeding = config.get("seeding") == "torch"

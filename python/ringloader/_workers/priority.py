@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A worker yields the CPU to its trainer (LoaderOptions::worker_nice in
+include/ringloader/options.h says why); the C++ workers do the same in
+loader/worker/worker_main.cc."""
+import os
+
+
+def yield_to_trainer(config):
+    """Adds config["worker_nice"] to this process's nice value, once per
+    process (a spare that becomes a worker asks twice); a refusal leaves it
+    as it is."""
+    global _lowered
+    nice = int(config.get("worker_nice", 0))
+    if nice <= 0 or _lowered:
+        return
+    _lowered = True
+    try:
+        os.nice(nice)
+    except OSError:
+        pass
+
+
+_lowered = False

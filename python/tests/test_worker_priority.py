@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Workers run below the trainer (DataLoader(worker_nice=...), Default: 5:
+LoaderOptions::worker_nice says why), native and Python workers alike; 0
+keeps the trainer's priority, as torch's workers have. And an
+IterableDataset loader's iter() does not wait for every worker's start
+(issue 46, item 1): what a start raises comes at next()."""
+import os
+import time
+
+import pytest
+import torch
+import torchvision.transforms as T
+from torch.utils.data import Dataset, IterableDataset
+
+import ringloader
+from conftest import write_image_folder
+
+
+def _nice():
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+class NiceRows(Dataset):
+    """Each sample: the nice value of the process that read it."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        return torch.tensor(_nice())
+
+
+class NiceStream(IterableDataset):
+    def __iter__(self):
+        for _ in range(4):
+            yield torch.tensor(_nice())
+
+
+@pytest.mark.parametrize("dataset", [NiceRows(), NiceStream()], ids=["map", "iterable"])
+@pytest.mark.parametrize("worker_nice", [None, 0, 3])
+def test_python_workers_run_worker_nice_below_the_trainer(dataset, worker_nice):
+    extra = {} if worker_nice is None else {"worker_nice": worker_nice}
+    loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, **extra)
+    seen = {int(value) for batch in loader for value in batch}
+    expected = _nice() + (5 if worker_nice is None else worker_nice)
+    assert seen == {min(expected, 19)}
+
+
+def test_native_workers_run_worker_nice_below_the_trainer(tmp_path):
+    folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
+    dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
+                                                                 T.ToTensor()]))
+    for worker_nice in (5, 0):
+        loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2,
+                                       worker_nice=worker_nice)
+        assert len(list(loader)) == 2
+        pids = loader.worker_pids()
+        assert len(pids) == 2
+        # Each lowers itself as it starts, before its first sample: a worker
+        # that took no batch of the epoch may be a moment behind.
+        expected, deadline = {min(_nice() + worker_nice, 19)}, time.monotonic() + 10
+        while {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} != expected and \
+                time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected
+        del loader
+
+
+@pytest.mark.parametrize("worker_nice", [-1, 20])
+def test_a_worker_nice_out_of_range_is_refused(worker_nice):
+    with pytest.raises(ringloader.OptionError, match="worker_nice must be in"):
+        list(ringloader.DataLoader(NiceRows(), batch_size=4, num_workers=1,
+                                   worker_nice=worker_nice))
+
+
+class SlowSecondStart(IterableDataset):
+    """Unpickled in a worker's server, all but the first to get there take
+    SLOW_S: one of the two workers starts that much later."""
+
+    SLOW_S = 3.0
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        try:
+            os.close(os.open(os.path.join(self.folder, "first"),
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            time.sleep(self.SLOW_S)
+
+    def __iter__(self):
+        yield from range(4)
+
+
+def test_iter_does_not_wait_for_every_workers_start(tmp_path):
+    loader = ringloader.DataLoader(SlowSecondStart(str(tmp_path)), batch_size=2,
+                                   num_workers=2)
+    began = time.monotonic()
+    iterator = iter(loader)
+    returned = time.monotonic() - began
+    batches = [batch.tolist() for batch in iterator]
+    assert returned < SlowSecondStart.SLOW_S / 2
+    assert time.monotonic() - began >= SlowSecondStart.SLOW_S  # the slow one was waited for
+    # torch's order: worker 0's, worker 1's, then each worker's second.
+    assert batches == [[0, 1], [0, 1], [2, 3], [2, 3]]
+
+
+class RefusedInWorkers(IterableDataset):
+    """Refuses to be unpickled while `flag` exists."""
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.path.exists(self.flag):
+            raise ValueError("refused in the worker")
+
+    def __iter__(self):
+        yield from range(4)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_failed_start_raises_at_next_and_the_next_iter_starts_new_workers(tmp_path,
+                                                                           persistent):
+    flag = tmp_path / "refuse"
+    flag.touch()
+    loader = ringloader.DataLoader(RefusedInWorkers(str(flag)), batch_size=2, num_workers=2,
+                                   persistent_workers=persistent)
+    iterator = iter(loader)
+    with pytest.raises(ValueError, match="refused in the worker"):
+        next(iterator)
+    with pytest.raises(ringloader.Error, match="could not start"):
+        next(iterator)
+    assert loader.worker_pids() == []
+    flag.unlink()
+    assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
