@@ -15,8 +15,9 @@ torch's order (``_MultiProcessingDataLoaderIter._next_data``).
 Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
 from the loader's generator, the dataset as it is then), or kept with
 ``persistent_workers`` (seeded once, a new iterator per epoch). They
-start side by side, their servers forked when the loader is built (from
-the trainer, so they have its modules), else by the loader's own zygote
+start side by side, in the background (the iterator waits for each at its
+first batch), their servers forked when the loader is built (from the
+trainer, so they have its modules), else by the loader's own zygote
 (_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
@@ -196,10 +197,11 @@ class _StreamWorker(_python_workers.PythonWorkers):
             self.starting = None
 
     def start_succeeded(self):
-        """Waits for its start; whether it can serve."""
+        """Waits for its start; whether it can serve. (Ctrl-C while it
+        waits is raised: only what the start raised means False.)"""
         try:
             self.started()
-        except BaseException:  # noqa: BLE001  (raised at the next() that met it)
+        except Exception:  # noqa: BLE001  (raised at the next() that met it)
             return False
         return self.native is not None
 
