@@ -34,6 +34,7 @@ NODE_KEYWORDS = {
     "batch_size": "batch_size", "shuffle": "shuffle", "num_workers": "num_workers",
     "drop_last": "drop_last", "seed": "seed", "on_error": "on_error",
     "ring_slots": "ring_slots", "hang_timeout": "hang_timeout_s",
+    "worker_nice": "worker_nice",
 }
 
 

@@ -137,3 +137,38 @@ def test_a_failed_start_raises_at_next_and_the_next_iter_starts_new_workers(tmp_
     assert loader.worker_pids() == []
     flag.unlink()
     assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+
+
+def _native_workers_of_this_process():
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            executable = os.path.basename(os.readlink(f"/proc/{entry}/exe"))
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile, or not ours to read
+        if parent == os.getpid() and executable == "ringloader-worker":
+            pids.append(int(entry))
+    return pids
+
+
+def test_a_node_loaders_workers_run_worker_nice_below_its_trainers(tmp_path):
+    folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
+    dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
+                                                                 T.ToTensor()]))
+    name = f"nice-{os.getpid()}-{tmp_path.name}"[:48]
+    with ringloader.NodeLoader(dataset, batch_size=4, num_workers=2, name=name,
+                               worker_nice=3) as node:
+        node.start()
+        expected, deadline = {min(_nice() + 3, 19)}, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pids = _native_workers_of_this_process()
+            if len(pids) == 2 and \
+                    {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected:
+                break
+            time.sleep(0.01)
+        assert len(pids) == 2
+        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected
