@@ -81,6 +81,24 @@ def write_image_folder(root, classes=3, per_class=8, ext="png", seed=0):
     return root
 
 
+def native_worker_children():
+    """Pids of this process's ringloader-worker children (native workers
+    its loaders spawned), from /proc's parent links."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid() and \
+                    "ringloader-worker" in os.readlink(f"/proc/{entry}/exe"):
+                pids.append(int(entry))
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    return pids
+
+
 def write_idx(path, array):
     """An uncompressed ubyte IDX file (MNIST's format) holding `array`."""
     header = bytes([0, 0, 8, array.ndim]) + b"".join(

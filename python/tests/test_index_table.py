@@ -14,6 +14,7 @@ import torchvision.transforms as T
 from PIL import Image
 
 import ringloader
+from conftest import native_worker_children
 from ringloader import datasets
 
 SMALL = T.Compose([T.Resize((16, 16)), T.ToTensor()])
@@ -156,20 +157,15 @@ def make_symlink_folder(root, classes, per_class):
 def worker_private_kib(exclude=()):
     """Private (non-shared) KiB of each ringloader-worker child of this process."""
     sizes = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+    for pid in native_worker_children():
+        if pid in exclude:
             continue
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            if (ppid != os.getpid() or int(pid) in exclude
-                    or "ringloader-worker" not in os.readlink(f"/proc/{pid}/exe")):
-                continue
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 fields = dict(line.split(":", 1) for line in f if ":" in line)
         except OSError:
             continue
-        sizes[int(pid)] = sum(int(fields[k].split()[0]) for k in ("Private_Clean", "Private_Dirty"))
+        sizes[pid] = sum(int(fields[k].split()[0]) for k in ("Private_Clean", "Private_Dirty"))
     return sizes
 
 

@@ -4,6 +4,7 @@ LoaderOptions::worker_nice says why), native and Python workers alike; 0
 keeps the trainer's priority, as torch's workers have. And an
 IterableDataset loader's iter() does not wait for every worker's start
 (issue 46, item 1): what a start raises comes at next()."""
+import gc
 import os
 import time
 
@@ -13,7 +14,7 @@ import torchvision.transforms as T
 from torch.utils.data import Dataset, IterableDataset
 
 import ringloader
-from conftest import write_image_folder
+from conftest import native_worker_children, write_image_folder
 
 
 def _nice():
@@ -139,33 +140,19 @@ def test_a_failed_start_raises_at_next_and_the_next_iter_starts_new_workers(tmp_
     assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
 
 
-def _native_workers_of_this_process():
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            executable = os.path.basename(os.readlink(f"/proc/{entry}/exe"))
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile, or not ours to read
-        if parent == os.getpid() and executable == "ringloader-worker":
-            pids.append(int(entry))
-    return pids
-
-
 def test_a_node_loaders_workers_run_worker_nice_below_its_trainers(tmp_path):
     folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
     dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
                                                                  T.ToTensor()]))
     name = f"nice-{os.getpid()}-{tmp_path.name}"[:48]
+    gc.collect()  # other tests' loaders, and their workers
+    others = set(native_worker_children())
     with ringloader.NodeLoader(dataset, batch_size=4, num_workers=2, name=name,
                                worker_nice=3) as node:
         node.start()
         expected, deadline = {min(_nice() + 3, 19)}, time.monotonic() + 10
         while time.monotonic() < deadline:
-            pids = _native_workers_of_this_process()
+            pids = set(native_worker_children()) - others
             if len(pids) == 2 and \
                     {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected:
                 break
