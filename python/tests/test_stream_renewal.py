@@ -106,6 +106,11 @@ def test_a_loader_whose_server_died_between_epochs_starts_new_workers():
     torchs = _epochs(TorchDataLoader(Processes(8), batch_size=2, num_workers=2), 2)
     assert _values([first, second]) == _values(torchs)
     assert not servers & {server for _, server in _pids(second)}
+    # The new servers' zygote is a fork of the trainer, made in its thread
+    # (a start thread cannot fork it: the trainer's thread runs on).
+    zygote = loader._backend._zygote.pid
+    with open(f"/proc/{zygote}/stat") as stat:
+        assert int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid()
 
 
 def test_a_worker_killed_between_epochs_is_replaced_and_renewed():

@@ -338,6 +338,11 @@ class IterableBackend:
         for worker in workers:
             worker.early = self._early.pop(0) if self._early else None
         _warm_zygote.close_servers(self._early)  # more than this iter()'s workers
+        if any(worker.early is None for worker in workers):
+            # Their servers come from the loader's zygote: made here, in the
+            # trainer's own thread, where forking the trainer may be safe.
+            # From a start thread it never is (this thread runs on).
+            self._zygote.get(workers[0].payload)
         # Each worker's first chunk is planned as soon as it has started: a
         # worker that waited for the others' start waited for its first task.
         starts = _warm_zygote.Starts(
