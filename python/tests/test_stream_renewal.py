@@ -7,6 +7,8 @@ import itertools
 import os
 import signal
 import struct
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -15,6 +17,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 from torch.utils.data.dataloader import DataLoader as TorchDataLoader
 
 import ringloader
+from conftest import env_importing_ringloader
 from ringloader._workers import stream_renewal
 
 
@@ -106,11 +109,38 @@ def test_a_loader_whose_server_died_between_epochs_starts_new_workers():
     torchs = _epochs(TorchDataLoader(Processes(8), batch_size=2, num_workers=2), 2)
     assert _values([first, second]) == _values(torchs)
     assert not servers & {server for _, server in _pids(second)}
-    # The new servers' zygote is a fork of the trainer, made in its thread
-    # (a start thread cannot fork it: the trainer's thread runs on).
-    zygote = loader._backend._zygote.pid
-    with open(f"/proc/{zygote}/stat") as stat:
-        assert int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid()
+
+
+NEW_WORKERS_ZYGOTE = """
+import os, signal, torch
+from torch.utils.data import IterableDataset, get_worker_info
+import ringloader
+
+class Stream(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(info.id, 8, info.num_workers):
+            yield torch.tensor([i, os.getppid()])
+
+loader = ringloader.DataLoader(Stream(), batch_size=2, num_workers=2)
+servers = {int(row[1]) for batch in loader for row in batch}
+for server in servers:
+    os.kill(server, signal.SIGKILL)
+assert len(list(loader)) == 4
+with open(f"/proc/{loader._backend._zygote.pid}/stat") as stat:
+    print(int(stat.read().rsplit(")", 1)[1].split()[1]) == os.getpid())
+"""
+
+
+def test_new_workers_zygote_is_forked_from_the_trainer_where_it_can_be():
+    # A fresh trainer, one thread and a small heap, can be forked: the
+    # zygote of the workers that replace the dead servers' is made in its
+    # thread before their starts go to the background (from a start thread
+    # the trainer can never be forked: its own thread runs on).
+    done = subprocess.run([sys.executable, "-c", NEW_WORKERS_ZYGOTE], capture_output=True,
+                          text=True, timeout=120, env=env_importing_ringloader())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "True"
 
 
 def test_a_worker_killed_between_epochs_is_replaced_and_renewed():
