@@ -196,15 +196,6 @@ class _StreamWorker(_python_workers.PythonWorkers):
             starts.wait(index)
             self.starting = None
 
-    def start_succeeded(self):
-        """Waits for its start; whether it can serve. (Ctrl-C while it
-        waits is raised: only what the start raised means False.)"""
-        try:
-            self.started()
-        except Exception:  # noqa: BLE001  (raised at the next() that met it)
-            return False
-        return self.native is not None
-
     def fork_server(self):
         """The server forked when the loader was built
         (_warm_zygote.EarlyServer), else one forked now (_fresh_server)."""
@@ -280,9 +271,6 @@ class IterableBackend:
         self.generation += 1
         resume, self._resume = self._resume, None
         planned = False
-        if self._workers is not None and \
-                not all(worker.start_succeeded() for worker in self._workers):
-            self._workers = None  # its start failed (raised at next()): new ones
         if self._workers is not None and resume is None and loader.persistent_workers:
             self._iteration += 1
         else:
@@ -396,20 +384,17 @@ class IterableBackend:
         self._resume = state if state["in_progress"] else None
         self._workers = None if state["in_progress"] else self._workers
 
-    def _started_workers(self):
-        return [worker for worker in self._workers or [] if worker.start_succeeded()]
-
     def stats(self):
-        workers = self._started_workers()
+        workers = self._workers or []
         return {"iterable_workers": [worker.native.stats() for worker in workers]}
 
     def stats_text(self):
-        workers = self._started_workers()
+        workers = self._workers or []
         return "\n".join(f"worker {n}: {worker.native.stats_text()}"
                          for n, worker in enumerate(workers))
 
     def worker_pids(self):
-        workers = self._started_workers()
+        workers = self._workers or []
         return [pid for worker in workers for pid in worker.native.worker_pids()]
 
 
@@ -432,10 +417,8 @@ class IterableIterator:
             self._active, self._turn = list(resume["active"]), int(resume["turn"])
             self._states = list(resume["worker_states"])
         # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
-        # native loader handed out that reached us (counted from each
-        # worker's first batch of the epoch: its start may be under way),
-        # and why we cannot go on.
-        self._received = [None] * len(workers)
+        # native loader handed out that reached us, and why we cannot go on.
+        self._received = [worker.native.batches_handed_out() for worker in workers]
         self._lost = None
 
     def __iter__(self):
@@ -486,8 +469,6 @@ class IterableIterator:
     def _take(self, worker_id):
         """Worker `worker_id`'s next batch, or END."""
         worker = self._workers[worker_id]
-        if self._received[worker_id] is None:
-            self._received[worker_id] = self._started(worker_id)
         while True:
             try:
                 raw = worker.native.next()
@@ -525,14 +506,3 @@ class IterableIterator:
             batch = batch.batch
         return END if isinstance(batch, EndOfStream) else batch
 
-    def _started(self, worker_id):
-        """Waits for the worker's start; the batches it handed out so far.
-        A start that failed raises its error here, and ends the epoch."""
-        worker = self._workers[worker_id]
-        try:
-            worker.started()
-        except Exception:
-            self._lost = (f"ringloader: IterableDataset worker {worker_id} could not start "
-                          f"(raised above): start a new epoch with iter(loader)")
-            raise
-        return worker.native.batches_handed_out()
