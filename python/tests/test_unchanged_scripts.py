@@ -176,6 +176,47 @@ def test_launcher_usage(how, tmp_path):
         assert done.stdout.strip() == "ringloader.dataloader ['x']"
 
 
+def test_script_imports_from_its_folder_not_the_working_directory(tmp_path):
+    """sys.path as `python script.py` gives it: a module in the working
+    directory (here one that would shadow a library) is not importable."""
+    scripts, cwd = tmp_path / "scripts", tmp_path / "cwd"
+    scripts.mkdir()
+    cwd.mkdir()
+    (cwd / "shadowing.py").write_text("")
+    (scripts / "beside.py").write_text("")
+    (scripts / "main.py").write_text(
+        "import importlib.util, os, sys\n"
+        "print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)),\n"
+        "      os.getcwd() in sys.path,\n"
+        "      importlib.util.find_spec('beside') is not None,\n"
+        "      importlib.util.find_spec('shadowing') is not None)\n")
+    theirs, _ = run([str(scripts / "main.py")], cwd, swap=False)
+    ours, _ = run([str(scripts / "main.py")], cwd, swap=True)
+    assert theirs == "True False True False\n"
+    assert ours == theirs
+
+
+@pytest.mark.parametrize("freeze", ["default", "0"])
+def test_the_launcher_freezes_only_what_was_imported_before_the_script(tmp_path, freeze):
+    """gc.freeze before the script runs (unless RINGLOADER_GC_FREEZE=0):
+    the script's own objects stay collectable."""
+    (tmp_path / "main.py").write_text(
+        "import gc\n"
+        "frozen = gc.get_freeze_count()\n"
+        "class Node: pass\n"
+        "a, b = Node(), Node()\n"
+        "a.other, b.other = b, a\n"
+        "del a, b\n"
+        "print(frozen > 1000, gc.collect() >= 2, gc.get_freeze_count() == frozen)\n")
+    env = environment()
+    if freeze == "0":
+        env["RINGLOADER_GC_FREEZE"] = "0"
+    done = subprocess.run([sys.executable, "-m", "ringloader", str(tmp_path / "main.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("True True True\n" if freeze == "default" else "False True True\n")
+
+
 SPAWNING_SCRIPT = textwrap.dedent("""
     import multiprocessing
     import sys

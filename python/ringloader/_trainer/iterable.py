@@ -15,9 +15,9 @@ torch's order (``_MultiProcessingDataLoaderIter._next_data``).
 Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
 from the loader's generator, the dataset as it is then), or kept with
 ``persistent_workers`` (seeded once, a new iterator per epoch). They
-start side by side, in the background (the iterator waits for each at its
-first batch), their servers forked when the loader is built (from the
-trainer, so they have its modules), else by the loader's own zygote
+start side by side, each in a thread of its own, and iter() returns once
+all have started; their servers are forked when the loader is built (from
+the trainer, so they have its modules), else by the loader's own zygote
 (_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
@@ -189,8 +189,8 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self._dataset = None
 
     def started(self):
-        """Waits for its start (in the background since iter()); raises
-        what the start raised, at each call."""
+        """Waits for its start (in a thread of _warm_zygote.Starts);
+        raises what the start raised, at each call."""
         if self.starting is not None:
             starts, index = self.starting
             starts.wait(index)
