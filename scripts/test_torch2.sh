@@ -77,15 +77,15 @@ pytest_installed() {
 # by size they took 406 and 241 s). Each half has its own basetemp (pytest
 # prunes numbered temp folders it thinks are its own) and its own log.
 # A half whose interpreter died of a signal (not a failing test) runs once
-# more, and its crash is shown: CPython 3.12.1's garbage collector crashes
-# on some reference cycles that hold buffer exports (python/cpython#77894
-# and #111049, fixed in later 3.12 releases). Seen once in many runs, in
-# the collector, at no test of ours that reproduces it on demand (one was
-# ours, and was fixed: test_batch_codec's reference-cycle test). Seen again
-# on 2026-12-06 in 2 of 6 runs of half a, at different tests (faulthandler:
-# "Garbage-collecting" under tarfile's copy.copy in a tar test); each rerun
-# passed. Up to two reruns; a third death, or any failing test, fails the
-# stage. -X faulthandler prints the Python stack of a death.
+# more, and its crash is shown. The one such death understood so far:
+# CPython 3.12.1's collector crashes on a BytesIO.getbuffer() view in a
+# reference cycle (python/cpython#111049, #111331), and torch's own
+# DataLoader, run beside ours in many tests, sends every index message
+# through such a view (multiprocessing's ForkingPickler.dumps); a core held
+# one. tests/bytesio_export_workaround.py (applied by conftest) removes the
+# view. Up to two reruns remain for deaths not yet understood; a third
+# death, or any failing test, fails the stage. -X faulthandler prints the
+# Python stack of a death.
 run_half() {
   local name=$1; local -x RINGLOADER_PYTEST_SHARD=$2; shift 2
   local status attempt

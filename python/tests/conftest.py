@@ -8,8 +8,11 @@ import textwrap
 import numpy as np
 import pytest
 
+import bytesio_export_workaround
 from hang_watchdog import pytest_configure as _watchdog_configure
 from shards import keep_shard
+
+bytesio_export_workaround.apply()  # torch's loaders in this process: see there
 
 # The build tree's package (ctest sets PYTHONPATH; this helps direct runs).
 _BUILD = os.environ.get("RINGLOADER_BUILD_DIR",

@@ -15,10 +15,10 @@ torch's order (``_MultiProcessingDataLoaderIter._next_data``).
 Workers are torch's: re-created at each ``iter()`` (a new base seed drawn
 from the loader's generator, the dataset as it is then), or kept with
 ``persistent_workers`` (seeded once, a new iterator per epoch). They
-start side by side, each in a thread of its own, and iter() returns once
-all have started; their servers are forked when the loader is built (from
-the trainer, so they have its modules), else by the loader's own zygote
-(_warm_zygote.py).
+start side by side, each in a thread of its own; iter() does not wait for
+them (the iterator waits for each at its first batch). Their servers are
+forked when the loader is built (from the trainer, so they have its
+modules), else by the loader's own zygote (_warm_zygote.py).
 
 What torch's own loader serves instead (_torch_fallback.py, see
 ``fallback_reason``): ``num_workers=0``, DataPipes, a ``device``."""
@@ -189,12 +189,21 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self._dataset = None
 
     def started(self):
-        """Waits for its start (in a thread of _warm_zygote.Starts);
-        raises what the start raised, at each call."""
+        """Waits for its start (in the background since iter(), in a thread
+        of _warm_zygote.Starts); raises what the start raised, at each call."""
         if self.starting is not None:
             starts, index = self.starting
             starts.wait(index)
             self.starting = None
+
+    def start_succeeded(self):
+        """Waits for its start; whether it can serve. (Ctrl-C while it
+        waits is raised: only what the start raised means False.)"""
+        try:
+            self.started()
+        except Exception:  # noqa: BLE001  (raised at the next() that met it)
+            return False
+        return self.native is not None
 
     def fork_server(self):
         """The server forked when the loader was built
@@ -271,6 +280,9 @@ class IterableBackend:
         self.generation += 1
         resume, self._resume = self._resume, None
         planned = False
+        if self._workers is not None and \
+                not all(worker.start_succeeded() for worker in self._workers):
+            self._workers = None  # its start failed (raised at next()): new ones
         if self._workers is not None and resume is None and loader.persistent_workers:
             self._iteration += 1
         else:
@@ -338,13 +350,6 @@ class IterableBackend:
             [worker.fork_server for worker in workers])
         for index, worker in enumerate(workers):
             worker.starting = (starts, index)
-        # iter() waits for them all, raising what a start raised. Returning
-        # at once (each waited for at its first batch) put the trainer's
-        # Python beside the start threads' native setup, and CPython
-        # 3.12.1's collector crashed the trainer there (1 run in 6 of the
-        # stream suites, PyPI torch 2.14.1): not done until that is found.
-        for worker in workers:
-            worker.started()
         return workers
 
     def epoch_ended(self, loader):
@@ -384,17 +389,20 @@ class IterableBackend:
         self._resume = state if state["in_progress"] else None
         self._workers = None if state["in_progress"] else self._workers
 
+    def _started_workers(self):
+        return [worker for worker in self._workers or [] if worker.start_succeeded()]
+
     def stats(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return {"iterable_workers": [worker.native.stats() for worker in workers]}
 
     def stats_text(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return "\n".join(f"worker {n}: {worker.native.stats_text()}"
                          for n, worker in enumerate(workers))
 
     def worker_pids(self):
-        workers = self._workers or []
+        workers = self._started_workers()
         return [pid for worker in workers for pid in worker.native.worker_pids()]
 
 
@@ -417,8 +425,10 @@ class IterableIterator:
             self._active, self._turn = list(resume["active"]), int(resume["turn"])
             self._states = list(resume["worker_states"])
         # Ctrl-C bookkeeping, as _iterator.RingIterator's: batches each
-        # native loader handed out that reached us, and why we cannot go on.
-        self._received = [worker.native.batches_handed_out() for worker in workers]
+        # native loader handed out that reached us (counted from each
+        # worker's first batch of the epoch: its start may be under way),
+        # and why we cannot go on.
+        self._received = [None] * len(workers)
         self._lost = None
 
     def __iter__(self):
@@ -469,6 +479,8 @@ class IterableIterator:
     def _take(self, worker_id):
         """Worker `worker_id`'s next batch, or END."""
         worker = self._workers[worker_id]
+        if self._received[worker_id] is None:
+            self._received[worker_id] = self._started(worker_id)
         while True:
             try:
                 raw = worker.native.next()
@@ -506,3 +518,14 @@ class IterableIterator:
             batch = batch.batch
         return END if isinstance(batch, EndOfStream) else batch
 
+    def _started(self, worker_id):
+        """Waits for the worker's start; the batches it handed out so far.
+        A start that failed raises its error here, and ends the epoch."""
+        worker = self._workers[worker_id]
+        try:
+            worker.started()
+        except Exception:
+            self._lost = (f"ringloader: IterableDataset worker {worker_id} could not start "
+                          f"(raised above): start a new epoch with iter(loader)")
+            raise
+        return worker.native.batches_handed_out()

@@ -26,9 +26,9 @@ An IterableDataset loader built where the trainer can be forked needs
 no zygote of its own for its first ``iter()``: it forks that epoch's
 servers when it is built (EarlyServer, fork_servers).
 
-The workers of one ``iter()`` start side by side, each in a thread of its
-own (Starts): each waits on its own server, so N workers take the time of
-one. iter() waits for them all (_trainer/iterable.py says why).
+The workers of one ``iter()`` start side by side, in the background
+(Starts): each waits on its own server, so N workers take the time of
+one, and the iterator waits for each at its first batch only.
 """
 import atexit
 import os
@@ -292,7 +292,13 @@ class Starts:
     in a coordinator thread, in order (a zygote forks one server at a
     time, so they come in the order asked: the trainer takes worker 0's
     batch first). wait(i) blocks until start i has ended, and raises what
-    it raised; iter() waits for every one before it returns."""
+    it raised.
+
+    iter() does not wait for them: the iterator waits for each worker at
+    its first batch, so worker 0's first batch is not held back by worker
+    1's start, which may still be forking its server then. torch's iter()
+    returns once its workers are forked, too, and what a worker's start
+    raises comes at next()."""
 
     def __init__(self, starts, forks=None):
         count = len(starts)

@@ -283,11 +283,14 @@ def prestart():
     ``import ringloader``; $RINGLOADER_PRESTART=0 defers it to the first
     loader with a Python dataset.
 
-    It does not gc.freeze() the trainer first, though that kept the pages
-    a fork shares from being copied (Hugging Face's first batch 1.19 ->
-    0.97 s): under CPython 3.12.1 the trainer's later collections then
-    crashed now and then (SIGSEGV while garbage-collecting, in pytest runs
-    of the stream tests, 4 of 7; none of 3 without it)."""
+    It does not gc.freeze() the trainer: that would keep whatever the
+    user's program made before ``import ringloader`` from ever being
+    collected. (Tried, it kept the pages a fork shares from being copied,
+    Hugging Face's first batch 1.19 -> 0.97 s, and the pytest runs of the
+    stream tests crashed in the collector 4 times in 7; the crashes were
+    CPython 3.12.1's BytesIO bug that torch's own loader trips, found
+    later: tests/bytesio_export_workaround.py.) ``python -m ringloader``
+    freezes what is alive before the script runs (__main__.py)."""
     if os.environ.get(_ZYGOTE_ENV) or os.environ.get("RINGLOADER_PRESTART") == "0":
         return
     try:
