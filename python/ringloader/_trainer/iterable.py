@@ -36,6 +36,7 @@ from ringloader._trainer import python_workers as _python_workers
 from ringloader._trainer import warm_zygote as _warm_zygote
 from ringloader._trainer import zygote_process as _zygote_process
 from ringloader._slots import batch_codec as _batch_codec
+from ringloader._workers import dataset_bytes as _dataset_bytes
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers import frames as _frames
 from ringloader._workers.iterable_worker import CHUNK_SPAN, END, EndOfStream, Snapshot
@@ -125,14 +126,14 @@ def _check_stateful(dataset):
 
 class _PickledOnce:
     """A dataset pickled once for all the workers of an iter(): each
-    server's unpickling of its payload unpickles these bytes, so each still
-    gets a fresh copy, as torch's workers do."""
+    worker unpickles these bytes (_workers/dataset_bytes.py; its server
+    does not), so each still gets a fresh copy, as torch's workers do."""
 
     def __init__(self, data):
         self.data = data
 
     def __reduce__(self):
-        return (pickle.loads, (self.data,))
+        return (_dataset_bytes.loads, (self.data,))
 
 
 def _pickled_once(dataset):

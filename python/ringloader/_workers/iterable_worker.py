@@ -22,6 +22,7 @@ import os
 import time
 import traceback
 
+from ringloader._workers import dataset_bytes as _dataset_bytes
 from ringloader._workers.torch_seeding import seed_worker
 
 # Tasks per chunk of one iteration's streamed order; a task's epoch is
@@ -67,15 +68,21 @@ class _Stream:
         """A new worker's start, as torch's _worker_loop: seeds, worker
         info, worker_init_fn, the position to resume, a new iterator."""
         from torch.utils.data._utils import worker as torch_worker
+        self._started_from = config
         self.config = stream = config["iterable"]
-        self.dataset = config["dataset"]
         self.worker_id = stream["worker_id"]
+        self.fetcher = self.init_error = self.dataset = None
+        self.ended = False
+        try:  # this worker's own copy (its server left it as bytes)
+            self.dataset = _dataset_bytes.materialized(config["dataset"])
+        except Exception as error:  # noqa: BLE001  (raised at the first batch)
+            self.init_error = (error, traceback.format_exc())
         seed = seed_worker(stream["base_seed"], self.worker_id)
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
             dataset=self.dataset)
-        self.fetcher = self.init_error = None
-        self.ended = False
+        if self.init_error is not None:
+            return
         try:
             if stream["worker_init_fn"] is not None:
                 stream["worker_init_fn"](self.worker_id)
@@ -107,6 +114,10 @@ class _Stream:
             renewal = stream_renewal.load(self.renewal_fd, iteration)
         if renewal is not None:
             self._configure(renewal)
+        elif not first and self.dataset is None:
+            # Its copy did not unpickle (raised at that iteration's first
+            # batch): a persistent worker tries again, as from its start.
+            self._configure(self._started_from)
         elif not first and self.init_error is None:
             self._new_fetcher()
 

@@ -30,6 +30,7 @@ import struct
 import sys
 import traceback
 
+from ringloader._workers import dataset_bytes as _dataset_bytes
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers.frames import recv_exact
 from ringloader._workers.fork_hygiene import apply_header, die_with_parent, set_name
@@ -232,8 +233,8 @@ def _briefed(server, channel):
     header_size, payload_size = _BRIEF.unpack(message)
     header = pickle.loads(recv_exact(channel, header_size))
     apply_header(header)
-    try:
-        server.config = pickle.loads(recv_exact(channel, payload_size))
+    try:  # its stream unpickles the dataset (dataset_bytes)
+        server.config = _dataset_bytes.loads_deferring(recv_exact(channel, payload_size))
     except Exception:  # noqa: BLE001  (see above)
         return False
     server.config["parent_pid"] = header["parent_pid"]

@@ -43,6 +43,7 @@ import sys
 import time
 import traceback
 
+from ringloader._workers import dataset_bytes as _dataset_bytes
 from ringloader._workers import stream_renewal as _stream_renewal
 from ringloader._workers.frames import recv_frame, send_frame
 from ringloader._workers import stub_gate as _stub_gate
@@ -255,7 +256,8 @@ class LoaderServer:
             return {"error": f"ringloader: loader server: {error}", "stage": "receive"}
         stage = "unpickle"
         try:
-            self.config = pickle.loads(payload)
+            # A stream's dataset stays bytes here: each worker unpickles it.
+            self.config = _dataset_bytes.loads_deferring(payload)
             self.config["parent_pid"] = header["parent_pid"]
             if self.config.get("iterable") is not None:
                 # An IterableDataset has no sample 0 to probe (_iterable_worker).
