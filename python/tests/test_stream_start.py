@@ -298,3 +298,33 @@ def test_each_epochs_workers_see_what_torchs_see(tmp_path, persistent):
     inits = (tmp_path / "ours.log").read_text().split()
     assert sorted(inits) == sorted((tmp_path / "torch.log").read_text().split())
     assert len(inits) == (2 if persistent else 6)
+
+
+class RecordsWhoUnpicklesIt(IterableDataset):
+    """Appends the name of each process that unpickles it to `log`."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        with open("/proc/self/comm") as comm, open(self.log, "a") as log:
+            log.write(comm.read().strip() + "\n")
+
+    def __iter__(self):
+        yield from range(4)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_each_worker_unpickles_the_dataset_and_its_server_does_not(tmp_path, persistent):
+    # The server keeps it as bytes (_workers/dataset_bytes.py): one cold
+    # unpickle per worker on the way to its first batch, not two. A loader
+    # zygote forked by the trainer's may unpickle it once for its imports.
+    log = tmp_path / "unpickled-by"
+    loader = ringloader.DataLoader(RecordsWhoUnpicklesIt(str(log)), batch_size=2,
+                                   num_workers=2, persistent_workers=persistent)
+    for _ in range(2):
+        assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+    names = [name for name in log.read_text().split() if name != "rl-zygote"]
+    assert "rl-server" not in names
+    assert len(names) == (2 if persistent else 4), names

@@ -68,15 +68,18 @@ class _Stream:
         """A new worker's start, as torch's _worker_loop: seeds, worker
         info, worker_init_fn, the position to resume, a new iterator."""
         from torch.utils.data._utils import worker as torch_worker
-        self._started_from = config
         self.config = stream = config["iterable"]
         self.worker_id = stream["worker_id"]
         self.fetcher = self.init_error = self.dataset = None
         self.ended = False
         try:  # this worker's own copy (its server left it as bytes)
-            self.dataset = _dataset_bytes.materialized(config["dataset"])
+            # In the configuration too, in place of its bytes: they are
+            # not kept beside the copy.
+            self.dataset = config["dataset"] = _dataset_bytes.materialized(config["dataset"])
         except Exception as error:  # noqa: BLE001  (raised at the first batch)
             self.init_error = (error, traceback.format_exc())
+        # To try again (begin()) where it did not unpickle.
+        self._unpickle_failed_in = config if self.dataset is None else None
         seed = seed_worker(stream["base_seed"], self.worker_id)
         torch_worker._worker_info = torch_worker.WorkerInfo(
             id=self.worker_id, num_workers=stream["num_workers"], seed=seed,
@@ -114,10 +117,10 @@ class _Stream:
             renewal = stream_renewal.load(self.renewal_fd, iteration)
         if renewal is not None:
             self._configure(renewal)
-        elif not first and self.dataset is None:
+        elif not first and self._unpickle_failed_in is not None:
             # Its copy did not unpickle (raised at that iteration's first
             # batch): a persistent worker tries again, as from its start.
-            self._configure(self._started_from)
+            self._configure(self._unpickle_failed_in)
         elif not first and self.init_error is None:
             self._new_fetcher()
 
