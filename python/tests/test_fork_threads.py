@@ -162,7 +162,10 @@ def test_tqdms_monitor_asleep_in_its_wait_is_safe(module, safe):
     monitor.start()
     try:
         time.sleep(0.3)
-        for _ in range(20):  # asleep in Event.wait (not between two waits)
+        # Asleep in Event.wait, not between two waits: sampled until seen
+        # (up to 2 s: on 2 loaded cores its wake-ups wait for a core, and
+        # 20 samples in 0.2 s once all fell between waits).
+        for _ in range(200):
             if _unsafe(monitor) != safe:
                 break
             time.sleep(0.01)
