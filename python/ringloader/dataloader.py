@@ -8,7 +8,8 @@ import torch
 from torch.utils.data._utils.collate import default_collate, default_convert
 
 from ._trainer import (arguments as _arguments, device as _device, in_process as _in_process,
-                       iterable as _iterable, options as _options, reconfigure as _reconfigure,
+                       iterable as _iterable, iterable_arguments as _iterable_arguments,
+                       options as _options, reconfigure as _reconfigure,
                        ring as _ring, seeding as _seeding, stream as _stream)
 from ._trainer.worker_batching import worker_batching as _worker_batching
 from ._ringloader import OptionError
@@ -241,11 +242,11 @@ class DataLoader(torch.utils.data.DataLoader):
         batch_size, drop_last, num_workers = s["batch_size"], s["drop_last"], s["num_workers"]
         # Iterable workers are always seeded as torch's (_iterable_worker).
         _seeding.check(s["seeding"], None)
-        _iterable.check_arguments(s["shuffle"], s["sampler"], s["batch_sampler"],
+        _iterable_arguments.check_arguments(s["shuffle"], s["sampler"], s["batch_sampler"],
                                   batch_size, drop_last)
         self.dataset, self.num_workers, self.timeout = s["dataset"], num_workers, s["timeout"]
         self.batch_size, self.drop_last = batch_size, drop_last
-        self.sampler, self.batch_sampler = _iterable.samplers(batch_size, drop_last)
+        self.sampler, self.batch_sampler = _iterable_arguments.samplers(batch_size, drop_last)
         self.pin_memory = s["pin_memory"]
         self.prefetch_factor = _arguments.prefetch_factor_read_back(s["prefetch_factor"],
                                                                     num_workers)

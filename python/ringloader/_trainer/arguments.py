@@ -14,7 +14,7 @@ from torch.utils.data import BatchSampler, RandomSampler, SequentialSampler
 
 from ringloader._native import datasets as _native_datasets
 from ringloader._trainer import batches as _batches
-from ringloader._trainer import iterable as _iterable
+from ringloader._trainer import iterable_arguments as _iterable_arguments
 from ringloader._trainer import stream as _stream
 from ringloader._trainer.backend import Order
 from ringloader._trainer.distributed import ShardSampler, resolve_rank
@@ -145,8 +145,8 @@ def torch_serves(signature, args, kwargs):
         return None
     bound.apply_defaults()
     values = bound.arguments
-    return _iterable.fallback_reason(values["dataset"], values["num_workers"],
-                                     values["device"])
+    return _iterable_arguments.fallback_reason(values["dataset"], values["num_workers"],
+                                               values["device"])
 
 
 def _check_dataset(dataset, multiprocessing_context):

@@ -153,6 +153,6 @@ def _check_iterable(loader, settings):
 
 
 def _iterable_fallback(settings):
-    from ringloader._trainer import iterable as _iterable
-    return _iterable.fallback_reason(settings["dataset"], settings["num_workers"],
-                                     settings["device"])
+    from ringloader._trainer import iterable_arguments as _iterable_arguments
+    return _iterable_arguments.fallback_reason(settings["dataset"], settings["num_workers"],
+                                               settings["device"])
