@@ -84,6 +84,13 @@ def write_image_folder(root, classes=3, per_class=8, ext="png", seed=0):
     return root
 
 
+def parent_pid(pid):
+    """`pid`'s parent, from /proc (the name in parentheses may hold spaces
+    and parentheses: the fields after its last ')' are state, ppid...)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
 def native_worker_children():
     """Pids of this process's ringloader-worker children (native workers
     its loaders spawned), from /proc's parent links."""
@@ -92,9 +99,7 @@ def native_worker_children():
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            if parent == os.getpid() and \
+            if parent_pid(entry) == os.getpid() and \
                     "ringloader-worker" in os.readlink(f"/proc/{entry}/exe"):
                 pids.append(int(entry))
         except (OSError, ValueError, IndexError):

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torchvision.transforms as T
 from torch.utils.data import Dataset, IterableDataset
+from torch.utils.data._utils.collate import default_collate
 
 import ringloader
 from conftest import native_worker_children, write_image_folder
@@ -121,6 +122,41 @@ class RefusedInWorkers(IterableDataset):
 
     def __iter__(self):
         yield from range(4)
+
+
+class RefusedCollate:
+    """torch's default collate; refuses to be unpickled while `flag` exists."""
+
+    def __init__(self, flag):
+        self.flag = flag
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.path.exists(self.flag):
+            raise ValueError("refused in the worker")
+
+    def __call__(self, batch):
+        return default_collate(batch)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_failed_start_raises_at_next_and_the_next_iter_starts_new_workers(tmp_path,
+                                                                           persistent):
+    # The collate_fn travels in the configuration each server unpickles:
+    # refused there, the start fails (the dataset is the workers' to unpickle).
+    flag = tmp_path / "refuse"
+    flag.touch()
+    loader = ringloader.DataLoader(RefusedInWorkers(str(tmp_path / "never")), batch_size=2,
+                                   num_workers=2, persistent_workers=persistent,
+                                   collate_fn=RefusedCollate(str(flag)))
+    iterator = iter(loader)
+    with pytest.raises(ValueError, match="refused in the worker"):
+        next(iterator)
+    with pytest.raises(ringloader.Error, match="could not start"):
+        next(iterator)
+    assert loader.worker_pids() == []
+    flag.unlink()
+    assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
 
 
 @pytest.mark.parametrize("persistent", [False, True])

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import ringloader
-from conftest import env_importing_ringloader
+from conftest import env_importing_ringloader, parent_pid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The folder holding the ringloader these tests import (the build tree's
@@ -117,11 +117,6 @@ def test_sample_zero_probe_runs_outside_the_trainer(tmp_path):
         assert torch.equal(x, tx) and torch.equal(y, ty)
 
 
-def _parent(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def test_workers_descend_from_the_zygote_not_the_trainer(tmp_path):
     from ringloader._trainer import zygote_process as _zygote_process
     path = tmp_path / "pids.txt"
@@ -134,9 +129,9 @@ def test_workers_descend_from_the_zygote_not_the_trainer(tmp_path):
     lines = [int(line) for line in path.read_text().split()]
     server, workers = lines[0], set(lines[1:])  # sample 0 is probed by the server
     assert server not in workers and workers
-    assert _parent(server) == zygote_pid and _parent(zygote_pid) == os.getpid()
+    assert parent_pid(server) == zygote_pid and parent_pid(zygote_pid) == os.getpid()
     for pid in workers:
-        assert _parent(pid) == server
+        assert parent_pid(pid) == server
 
 
 class Shifted(torch.utils.data.Dataset):
