@@ -29,7 +29,7 @@ batch. Prints medians and ringloader / torch (samples/s: > 1 is faster;
 first batch: < 1 is sooner). Needs webdataset and datasets:
 
     PYTHON=/root/.cache/ringloader/venv-clients-py312/bin/python
-    $PYTHON bench/clients_streams.py [--rounds 3] [--epochs 1,10] [--cases wds,webloader,hf]
+    $PYTHON bench/clients_streams.py [--rounds 3] [--epochs 1,10] [--cases wds,webloader,hf] [--scale 8]
 """
 import argparse
 import hashlib
@@ -47,7 +47,7 @@ HF_ROWS, HF_FEATURES = 2048, 768          # the Hugging Face table
 BATCH, WORKERS = 32, 2
 
 
-def make_shards(root):
+def make_shards(root, scale):
     import numpy as np
     import webdataset as wds
     from PIL import Image
@@ -56,7 +56,7 @@ def make_shards(root):
         return
     rng = np.random.default_rng(46)
     ramp = np.linspace(0, 255, SIDE * 4 // 3)[None, :, None]
-    for shard in range(SHARDS):
+    for shard in range(SHARDS * scale):
         with wds.TarWriter(os.path.join(root, f"shard-{shard:03d}.tar")) as writer:
             for i in range(PER_SHARD):
                 pixels = ramp * rng.uniform(0.3, 1.0, size=(1, 1, 3)) + \
@@ -69,15 +69,15 @@ def make_shards(root):
     open(marker, "w").close()
 
 
-def make_hf(root):
+def make_hf(root, scale):
     import datasets
     import numpy as np
     path = os.path.join(root, "hf")
     if not os.path.exists(os.path.join(path, "dataset_info.json")):
         rng = np.random.default_rng(46)
         table = datasets.Dataset.from_dict({
-            "x": rng.random((HF_ROWS, HF_FEATURES), dtype=np.float32),
-            "label": rng.integers(0, 10, HF_ROWS)})
+            "x": rng.random((HF_ROWS * scale, HF_FEATURES), dtype=np.float32),
+            "label": rng.integers(0, 10, HF_ROWS * scale)})
         table.save_to_disk(path)
     return path
 
@@ -88,11 +88,11 @@ def _normalise(row):
     return {"x": (x - x.mean()) / (x.std() + 1e-6), "label": row["label"]}
 
 
-def dataset_for(case, root):
+def dataset_for(case, root, scale):
     """The client's own dataset."""
     if case in ("wds", "webloader"):
         import webdataset as wds
-        urls = os.path.join(root, f"shard-{{000..{SHARDS - 1:03d}}}.tar")
+        urls = os.path.join(root, f"shard-{{000..{SHARDS * scale - 1:03d}}}.tar")
         dataset = wds.WebDataset(urls, shardshuffle=False, empty_check=False) \
             .decode("torchrgb").to_tuple("jpg", "cls")
         return dataset.batched(BATCH) if case == "webloader" else dataset
@@ -116,11 +116,11 @@ def _first_tensor(batch):
     return batch[0] if isinstance(batch, (list, tuple)) else batch["x"]
 
 
-def child(case, root, epochs, gap_s=0.0):
+def child(case, root, epochs, gap_s=0.0, scale=1):
     """One run: prints a JSON line of its figures."""
     import torch
     start = time.perf_counter()
-    dataset = dataset_for(case, root)
+    dataset = dataset_for(case, root, scale)
     built = time.perf_counter()
     loader = loader_for(case, dataset)
     if gap_s:  # what a script does between its loader and its first epoch
@@ -147,11 +147,11 @@ def child(case, root, epochs, gap_s=0.0):
                       "samples": samples, "digest": digest.hexdigest()[:16]}))
 
 
-def _run(side, case, root, epochs, gap_s):
+def _run(side, case, root, epochs, gap_s, scale):
     here = os.path.abspath(__file__)
     prefix = ["-m", "ringloader"] if side == "ringloader" else []
     command = [sys.executable, *prefix, here, "--child", case, "--root", root,
-               "--epochs", str(epochs), "--gap-s", str(gap_s)]
+               "--epochs", str(epochs), "--gap-s", str(gap_s), "--scale", str(scale)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{side} {case}: {done.stderr[-3000:]}")
@@ -176,17 +176,22 @@ def main():
     parser.add_argument("--gap-s", type=float, default=0.0,
                         help="seconds between building the loader and the first iter() (a "
                              "script building its model); times then count from iter()")
+    parser.add_argument("--scale", type=int, default=1,
+                        help=f"data size: {SHARDS} shards of {PER_SHARD} JPEGs and {HF_ROWS} "
+                             "rows times this (at 1, an epoch takes about 1.2 s on 2 cores)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child, args.root, int(args.epochs), args.gap_s)
+        return child(args.child, args.root, int(args.epochs), args.gap_s, args.scale)
     root = args.root or tempfile.mkdtemp(prefix="clients-streams-")
+    if args.scale != 1:
+        root = os.path.join(root, f"scale-{args.scale}")
     os.makedirs(root, exist_ok=True)
     cases = args.cases.split(",")
     if {"wds", "webloader"} & set(cases):
-        make_shards(root)
+        make_shards(root, args.scale)
     if "hf" in cases:
-        make_hf(root)
+        make_hf(root, args.scale)
     epoch_counts = [int(e) for e in args.epochs.split(",")]
     runs = {}
     for _ in range(args.rounds):
@@ -194,7 +199,7 @@ def main():
             for epochs in epoch_counts:
                 for side in ("torch", "ringloader"):
                     runs.setdefault((case, epochs, side), []).append(
-                        _run(side, case, root, epochs, args.gap_s))
+                        _run(side, case, root, epochs, args.gap_s, args.scale))
     print(f"{'':28} {'from the dataset':>19} {'from DataLoader()':>19}")
     print(f"{'case':10} {'epochs':>6} {'side':>10} {'samples/s':>10} {'first s':>8} "
           f"{'samples/s':>10} {'first s':>8} {'later first s':>13}  same batches")
