@@ -125,10 +125,13 @@ class DataLoader(torch.utils.data.DataLoader):
     Every slot stays resident: ask for a deeper ring with ``ring_slots``
     or ``prefetch_factor`` when batch times vary a lot.
 
-    ``worker_nice`` (Default: 5) is added to every worker's nice value, so
-    where workers and the trainer compete for cores the trainer runs first
-    (include/ringloader/options.h says why); 0 keeps the trainer's
-    priority, as torch's workers have.
+    ``worker_scheduling`` (Default: ``"batch"``) runs every worker under
+    SCHED_BATCH: its fair share of the CPU against any process, but the
+    trainer, waking for its next batch, runs first (include/ringloader/
+    options.h says why); ``"normal"`` keeps the trainer's policy, as
+    torch's workers have. ``worker_nice`` (Default: 0) is added to every
+    worker's nice value: the workers then yield their share to every
+    other process too.
     """
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
@@ -155,6 +158,7 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
                  worker_nice=_options.default("worker_nice"),
+                 worker_scheduling=_options.default("worker_scheduling"),
                  attach=None, in_order=True, seeding="ringloader"):
         # Every argument: what _reconfigure.py builds the loader again from
         # when attributes set after construction ask for it.
@@ -265,16 +269,17 @@ class DataLoader(torch.utils.data.DataLoader):
         the dataset, collate_fn, worker_init_fn... from the loader at iter()."""
         s = settings
         _arguments.check_counts(s["num_workers"], s["timeout"], s["prefetch_factor"])
-        held_batches, prefetch_factor = s["held_batches"], s["prefetch_factor"]
-        if held_batches not in _options.SPECS["held_batches"]["choices"]:
-            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
+        held_batches = _options.checked_choice("held_batches", s["held_batches"])
+        prefetch_factor = s["prefetch_factor"]
         options = {
             # The ring of one worker: its prefetched batches, the one the
             # trainer holds and the one it waits for.
             "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
             "seed": 0, "on_error": "raise", "hang_timeout_s": float(s["hang_timeout"]),
             "max_batch_retries": int(s["max_batch_retries"]), "held_batches": held_batches,
-            "pin_memory": bool(s["pin_memory"]), "worker_nice": int(s["worker_nice"])}
+            "pin_memory": bool(s["pin_memory"]), "worker_nice": int(s["worker_nice"]),
+            "worker_scheduling": _options.checked_choice("worker_scheduling",
+                                                         s["worker_scheduling"])}
         if s["timeout"]:
             options["timeout_s"] = float(s["timeout"])
         # torch pins batches only where CUDA is (its pin_memory thread).
@@ -303,6 +308,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "max_auto_workers": int(s["max_auto_workers"]),
             "ring_memory_budget_bytes": int(s["ring_memory_budget_bytes"]),
             "worker_nice": int(s["worker_nice"]),
+            "worker_scheduling": s["worker_scheduling"],
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
             # Shards still being indexed have no len() yet; the loader's
@@ -333,10 +339,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # Batches the caller keeps (list(loader), stored outputs) are copied
         # out of the ring once their slot is needed (stats()
         # ["spilled_batches"]); "raise" gives LeaseError instead.
-        held_batches = s["held_batches"]
-        if held_batches not in _options.SPECS["held_batches"]["choices"]:
-            raise OptionError(f"held_batches must be 'spill' or 'raise', got {held_batches!r}")
-        options["held_batches"] = held_batches
+        options["held_batches"] = _options.checked_choice("held_batches", s["held_batches"])
         # pin_memory page-locks the ring (CUDA is touched at the first
         # iteration, on the current device); a slot whose last tensor dies
         # then waits for the CUDA work enqueued before (a non_blocking copy).

@@ -28,13 +28,13 @@ DATALOADER_KEYWORDS = {
     "held_batches": "held_batches", "device": "device",
     "max_auto_workers": "max_auto_workers",
     "ring_memory_budget_bytes": "ring_memory_budget_bytes",
-    "worker_nice": "worker_nice",
+    "worker_nice": "worker_nice", "worker_scheduling": "worker_scheduling",
 }
 NODE_KEYWORDS = {
     "batch_size": "batch_size", "shuffle": "shuffle", "num_workers": "num_workers",
     "drop_last": "drop_last", "seed": "seed", "on_error": "on_error",
     "ring_slots": "ring_slots", "hang_timeout": "hang_timeout_s",
-    "worker_nice": "worker_nice",
+    "worker_nice": "worker_nice", "worker_scheduling": "worker_scheduling",
 }
 
 

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Workers run below the trainer (DataLoader(worker_nice=...), Default: 5:
-LoaderOptions::worker_nice says why), native and Python workers alike; 0
-keeps the trainer's priority, as torch's workers have. And an
-IterableDataset loader's iter() does not wait for every worker's start
-(issue 46, item 1): what a start raises comes at next()."""
+"""Workers run under SCHED_BATCH beside the trainer
+(DataLoader(worker_scheduling=...), Default: "batch", and worker_nice,
+Default: 0: LoaderOptions::worker_scheduling says why), native and Python
+workers alike; "normal" keeps the trainer's policy, as torch's workers
+have. And an IterableDataset loader's iter() does not wait for every
+worker's start (issue 46, item 1): what a start raises comes at next()."""
 import gc
 import os
 import time
@@ -18,61 +19,100 @@ import ringloader
 from conftest import native_worker_children, write_image_folder
 
 
-def _nice():
-    return os.getpriority(os.PRIO_PROCESS, 0)
+def _nice(pid=0):
+    return os.getpriority(os.PRIO_PROCESS, pid)
 
 
-class NiceRows(Dataset):
-    """Each sample: the nice value of the process that read it."""
+def _scheduling(pid=0):
+    """(policy, nice) of process `pid` (0: this one)."""
+    return os.sched_getscheduler(pid), _nice(pid)
+
+
+class SchedulingRows(Dataset):
+    """Each sample: the policy and nice value of the process that read it."""
 
     def __len__(self):
         return 8
 
     def __getitem__(self, index):
-        return torch.tensor(_nice())
+        return torch.tensor(_scheduling())
 
 
-class NiceStream(IterableDataset):
+class SchedulingStream(IterableDataset):
     def __iter__(self):
         for _ in range(4):
-            yield torch.tensor(_nice())
+            yield torch.tensor(_scheduling())
 
 
-@pytest.mark.parametrize("dataset", [NiceRows(), NiceStream()], ids=["map", "iterable"])
-@pytest.mark.parametrize("worker_nice", [None, 0, 3])
-def test_python_workers_run_worker_nice_below_the_trainer(dataset, worker_nice):
-    extra = {} if worker_nice is None else {"worker_nice": worker_nice}
+# keyword arguments -> (policy, nice added) the workers run under; None:
+# the trainer's policy
+SCHEDULINGS = {
+    "default": ({}, (os.SCHED_BATCH, 0)),
+    "normal": ({"worker_scheduling": "normal"}, (None, 0)),
+    "nice": ({"worker_nice": 3}, (os.SCHED_BATCH, 3)),
+    "normal-nice": ({"worker_scheduling": "normal", "worker_nice": 3}, (None, 3)),
+}
+
+
+def _expected(added):
+    policy, nice = added
+    return (os.sched_getscheduler(0) if policy is None else policy, min(_nice() + nice, 19))
+
+
+@pytest.mark.parametrize("dataset", [SchedulingRows(), SchedulingStream()],
+                         ids=["map", "iterable"])
+@pytest.mark.parametrize("case", list(SCHEDULINGS))
+def test_python_workers_run_as_worker_scheduling_and_worker_nice_say(dataset, case):
+    trainer = _scheduling()
+    extra, added = SCHEDULINGS[case]
     loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, **extra)
-    seen = {int(value) for batch in loader for value in batch}
-    expected = _nice() + (5 if worker_nice is None else worker_nice)
-    assert seen == {min(expected, 19)}
+    seen = {tuple(row.tolist()) for batch in loader for row in batch}
+    assert seen == {_expected(added)}
+    assert _scheduling() == trainer
 
 
-def test_native_workers_run_worker_nice_below_the_trainer(tmp_path):
+def _settle(pids_now, expected):
+    """Each worker sets its scheduling as it starts, before its first
+    sample: one that took no batch yet may be a moment behind."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pids = pids_now()
+        if pids and {_scheduling(pid) for pid in pids} == {expected}:
+            break
+        time.sleep(0.01)
+    return pids
+
+
+@pytest.mark.parametrize("case", list(SCHEDULINGS))
+def test_native_workers_run_as_worker_scheduling_and_worker_nice_say(tmp_path, case):
     folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
     dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
                                                                  T.ToTensor()]))
-    for worker_nice in (5, 0):
-        loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2,
-                                       worker_nice=worker_nice)
-        assert len(list(loader)) == 2
-        pids = loader.worker_pids()
-        assert len(pids) == 2
-        # Each lowers itself as it starts, before its first sample: a worker
-        # that took no batch of the epoch may be a moment behind.
-        expected, deadline = {min(_nice() + worker_nice, 19)}, time.monotonic() + 10
-        while {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} != expected and \
-                time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected
-        del loader
+    extra, added = SCHEDULINGS[case]
+    loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, **extra)
+    assert len(list(loader)) == 2
+    pids = _settle(loader.worker_pids, _expected(added))
+    assert len(pids) == 2
+    assert {_scheduling(pid) for pid in pids} == {_expected(added)}
+    del loader
 
 
+@pytest.mark.parametrize("dataset", [SchedulingRows(), SchedulingStream()],
+                         ids=["map", "iterable"])
 @pytest.mark.parametrize("worker_nice", [-1, 20])
-def test_a_worker_nice_out_of_range_is_refused(worker_nice):
+def test_a_worker_nice_out_of_range_is_refused(dataset, worker_nice):
     with pytest.raises(ringloader.OptionError, match="worker_nice must be in"):
-        list(ringloader.DataLoader(NiceRows(), batch_size=4, num_workers=1,
+        list(ringloader.DataLoader(dataset, batch_size=4, num_workers=1,
                                    worker_nice=worker_nice))
+
+
+@pytest.mark.parametrize("dataset", [SchedulingRows(), SchedulingStream()],
+                         ids=["map", "iterable"])
+def test_an_unknown_worker_scheduling_is_refused_by_the_constructor(dataset):
+    with pytest.raises(ringloader.OptionError,
+                       match="'worker_scheduling' must be one of \"batch\", \"normal\", "
+                             "got \"fifo\""):
+        ringloader.DataLoader(dataset, batch_size=4, num_workers=1, worker_scheduling="fifo")
 
 
 class SlowSecondStart(IterableDataset):
@@ -177,7 +217,7 @@ def test_a_dataset_the_workers_cannot_unpickle_raises_at_next_with_its_type(tmp_
     assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
 
 
-def test_a_node_loaders_workers_run_worker_nice_below_its_trainers(tmp_path):
+def test_a_node_loaders_workers_run_as_worker_scheduling_and_worker_nice_say(tmp_path):
     folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
     dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
                                                                  T.ToTensor()]))
@@ -187,12 +227,7 @@ def test_a_node_loaders_workers_run_worker_nice_below_its_trainers(tmp_path):
     with ringloader.NodeLoader(dataset, batch_size=4, num_workers=2, name=name,
                                worker_nice=3) as node:
         node.start()
-        expected, deadline = {min(_nice() + 3, 19)}, time.monotonic() + 10
-        while time.monotonic() < deadline:
-            pids = set(native_worker_children()) - others
-            if len(pids) == 2 and \
-                    {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected:
-                break
-            time.sleep(0.01)
+        expected = _expected((os.SCHED_BATCH, 3))
+        pids = _settle(lambda: set(native_worker_children()) - others, expected)
         assert len(pids) == 2
-        assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == expected
+        assert {_scheduling(pid) for pid in pids} == {expected}
