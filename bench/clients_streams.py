@@ -88,7 +88,7 @@ def _normalise(row):
     return {"x": (x - x.mean()) / (x.std() + 1e-6), "label": row["label"]}
 
 
-def dataset_for(case, root, scale):
+def dataset_for(case, root, scale=1):
     """The client's own dataset."""
     if case in ("wds", "webloader"):
         import webdataset as wds

@@ -24,13 +24,6 @@ enum class HeldBatches {
   kRaise,  // throw LeaseError: every slot is held
 };
 
-// How the kernel schedules worker processes beside the trainer (see
-// worker_scheduling below).
-enum class WorkerScheduling {
-  kBatch,   // SCHED_BATCH: a fair share of the CPU, no wakeup preemption
-  kNormal,  // SCHED_OTHER, the trainer's policy, as torch's workers
-};
-
 // What a sample that cannot be read or decoded does (see on_error below).
 enum class OnError {
   kRaise,  // its batch raises DecodeError / IoError
@@ -80,24 +73,16 @@ struct RINGLOADER_EXPORT LoaderOptions {
   // process (or in the trainer with num_workers = 0). 0 = all cores when
   // num_workers = 0, else 1. Default: 0.
   int intra_op_threads = 0;
-  // How each worker process, Python workers included, is scheduled.
-  // kBatch (SCHED_BATCH) keeps the worker's fair share of the CPU against
-  // every other process but lets a waking thread run first, so the
-  // trainer, the pipeline's consumer, is not kept waiting behind a worker
-  // when it wakes for its next batch: a trainer thread preempted by a
-  // worker stalls every thread of the trainer waiting on it (torch's
-  // intra-op threads spin at their barriers meanwhile). A nice value
-  // would do that too, but would also hand the workers' share to any other
-  // busy process on the machine: with one such process on 2 cores, a
-  // WebDataset epoch at nice 5 took 3.8-4.3 s against torch's 3.5-3.6 s,
-  // and 3.0-3.2 s with kBatch (bench/clients_streams.py's pipeline,
-  // docs/drop_in.md, "Workers and other processes"). kNormal: the
-  // trainer's policy. Default: kBatch. (Python spells it "batch" /
-  // "normal".) A refusal (a seccomp filter) leaves the worker as it is.
-  WorkerScheduling worker_scheduling = WorkerScheduling::kBatch;
-  // Added to each worker process's nice value (setpriority): workers then
-  // yield their share to the trainer and to every other process. 0 to 19.
-  // Default: 0.
+  // Added to each worker process's nice value (setpriority), Python
+  // workers included. 0 keeps the trainer's priority, as torch's workers
+  // do. Above 0 a trainer waking for its next batch gets a core sooner
+  // (2 cores, one other busy process: its p99 wait 3.56 ms at 0, 0.74 ms
+  // at 5), but the workers also yield their share to every other busy
+  // process, another job on the machine or the trainer's own intra-op
+  // threads, which spin after each parallel region (there, a WebDataset
+  // stream in Python workers ran at 1.28x torch's speed at 0, 0.92x at 5;
+  // bench/worker_priority.py, docs/drop_in.md, "Workers and other
+  // processes"). 0 to 19. Default: 0.
   int worker_nice = 0;
   // Images with more pixels are refused before decoding (decompression
   // bombs). Default: 178956970 (Pillow's limit).

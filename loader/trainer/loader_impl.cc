@@ -79,7 +79,6 @@ Loader::Impl::Impl(Dataset dataset, Pipeline pipeline, LoaderOptions options)
   config_.seed = options_.seed;
   config_.intra_op_threads = options_.intra_op_threads;
   config_.worker_nice = options_.worker_nice;
-  config_.sched_batch = options_.worker_scheduling == WorkerScheduling::kBatch;
   config_.max_image_pixels = options_.max_image_pixels;
   config_.skip_bad_samples = options_.on_error == OnError::kSkip;
   // A streamed view has no shard sizes to place the order in: its shards

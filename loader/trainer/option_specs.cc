@@ -189,11 +189,8 @@ std::vector<OptionSpec> make_specs() {
       "threads decoding one batch; 0: all cores without workers, else 1",
       require([](const O& o) { return o.intra_op_threads >= 0; },
               "ringloader: intra_op_threads must be >= 0")));
-  specs.push_back(choice("worker_scheduling", &O::worker_scheduling,
-      {{"batch", WorkerScheduling::kBatch}, {"normal", WorkerScheduling::kNormal}},
-      "workers' kernel policy: SCHED_BATCH (a waking trainer runs first), or the trainer's"));
   specs.push_back(field("worker_nice", &O::worker_nice,
-      "added to each worker's nice value: they yield to every other process; 0: the trainer's",
+      "added to each worker's nice value; 0: the trainer's, as torch's workers",
       require([](const O& o) { return o.worker_nice >= 0 && o.worker_nice <= 19; },
               "ringloader: worker_nice must be in [0, 19]")));
   specs.push_back(field("max_image_pixels", &O::max_image_pixels,

@@ -12,7 +12,6 @@ std::string WorkerConfig::to_json_text() const {
   out["seed"] = seed;
   out["intra_op_threads"] = intra_op_threads;
   out["worker_nice"] = worker_nice;
-  out["sched_batch"] = sched_batch;
   out["max_image_pixels"] = max_image_pixels;
   out["on_error"] = skip_bad_samples ? "skip" : "raise";
   return out.dump();
@@ -27,7 +26,6 @@ WorkerConfig WorkerConfig::from_json_text(const std::string& text) {
     config.seed = in.at("seed").get<uint64_t>();
     config.intra_op_threads = in.at("intra_op_threads").get<int>();
     config.worker_nice = in.value("worker_nice", 0);
-    config.sched_batch = in.value("sched_batch", false);
     config.max_image_pixels = in.at("max_image_pixels").get<int64_t>();
     config.skip_bad_samples = in.value("on_error", "raise") == "skip";
   } catch (const nlohmann::json::exception& error) {

@@ -18,7 +18,6 @@ struct WorkerConfig {
   uint64_t seed = 0;
   int intra_op_threads = 1;
   int worker_nice = 0;  // LoaderOptions::worker_nice
-  bool sched_batch = false;  // LoaderOptions::worker_scheduling == kBatch
   int64_t max_image_pixels = 0;
   // on_error = skip: a sample that fails to load is replaced (see
   // substitute_sample in batch_filler.h) instead of failing its batch.

@@ -3,7 +3,6 @@
 // torch or CUDA: a fresh address space with only decoders and the ring.
 //
 //   ringloader-worker --ring-fd 3 --config-fd 4 --index 0 --parent-pid 1234
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -43,21 +42,6 @@ bool parse(int argc, char** argv, Arguments& out) {
          out.parent_pid > 0;
 }
 
-// Before the first sample, so the threads the loop starts inherit it
-// (LoaderOptions::worker_scheduling and worker_nice say why). A refusal
-// leaves the worker as it is.
-void schedule_beside_the_trainer(const ringloader::worker::WorkerConfig& config) {
-  if (config.sched_batch) {
-    const sched_param unprioritised{};  // SCHED_BATCH takes priority 0
-    sched_setscheduler(0, SCHED_BATCH, &unprioritised);
-  }
-  if (config.worker_nice > 0) {
-    errno = 0;
-    const int current = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0) setpriority(PRIO_PROCESS, 0, current + config.worker_nice);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +62,13 @@ int main(int argc, char** argv) {
     auto config = ringloader::worker::WorkerConfig::from_json_text(
         ringloader::ring::SharedRegion::read_text_fd(args.config_fd));
     close(args.config_fd);
-    schedule_beside_the_trainer(config);
+    // Lowered before the first sample: a worker never runs ahead of the
+    // trainer (LoaderOptions::worker_nice). Failure leaves it as it is.
+    if (config.worker_nice > 0) {
+      errno = 0;
+      const int current = getpriority(PRIO_PROCESS, 0);
+      if (errno == 0) setpriority(PRIO_PROCESS, 0, current + config.worker_nice);
+    }
     ringloader::worker::WorkerLoop loop(ring, config, args.index,
                                         args.parent_pid);
     return loop.run();

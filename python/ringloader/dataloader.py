@@ -125,13 +125,10 @@ class DataLoader(torch.utils.data.DataLoader):
     Every slot stays resident: ask for a deeper ring with ``ring_slots``
     or ``prefetch_factor`` when batch times vary a lot.
 
-    ``worker_scheduling`` (Default: ``"batch"``) runs every worker under
-    SCHED_BATCH: its fair share of the CPU against any process, but the
-    trainer, waking for its next batch, runs first (include/ringloader/
-    options.h says why); ``"normal"`` keeps the trainer's policy, as
-    torch's workers have. ``worker_nice`` (Default: 0) is added to every
-    worker's nice value: the workers then yield their share to every
-    other process too.
+    ``worker_nice`` (Default: 0, the trainer's priority, as torch's
+    workers have) is added to every worker's nice value: above 0 the
+    trainer gets a core sooner when it wakes, and the workers yield their
+    share to every other busy process (include/ringloader/options.h).
     """
 
     # The class DataLoader(attach=...) makes (attached.py declares it).
@@ -158,7 +155,6 @@ class DataLoader(torch.utils.data.DataLoader):
                  max_auto_workers=_options.default("max_auto_workers"),
                  ring_memory_budget_bytes=_options.default("ring_memory_budget_bytes"),
                  worker_nice=_options.default("worker_nice"),
-                 worker_scheduling=_options.default("worker_scheduling"),
                  attach=None, in_order=True, seeding="ringloader"):
         # Every argument: what _reconfigure.py builds the loader again from
         # when attributes set after construction ask for it.
@@ -277,9 +273,7 @@ class DataLoader(torch.utils.data.DataLoader):
             "ring_slots": (2 if prefetch_factor is None else int(prefetch_factor)) + 2,
             "seed": 0, "on_error": "raise", "hang_timeout_s": float(s["hang_timeout"]),
             "max_batch_retries": int(s["max_batch_retries"]), "held_batches": held_batches,
-            "pin_memory": bool(s["pin_memory"]), "worker_nice": int(s["worker_nice"]),
-            "worker_scheduling": _options.checked_choice("worker_scheduling",
-                                                         s["worker_scheduling"])}
+            "pin_memory": bool(s["pin_memory"]), "worker_nice": int(s["worker_nice"])}
         if s["timeout"]:
             options["timeout_s"] = float(s["timeout"])
         # torch pins batches only where CUDA is (its pin_memory thread).
@@ -308,7 +302,6 @@ class DataLoader(torch.utils.data.DataLoader):
             "max_auto_workers": int(s["max_auto_workers"]),
             "ring_memory_budget_bytes": int(s["ring_memory_budget_bytes"]),
             "worker_nice": int(s["worker_nice"]),
-            "worker_scheduling": s["worker_scheduling"],
             "drop_last": bool(drop_last), "seed": self.seed,
             "ring_slots": int(ring_slots),
             # Shards still being indexed have no len() yet; the loader's

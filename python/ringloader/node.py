@@ -59,8 +59,8 @@ class NodeLoader:
 
     Loader arguments as ``ringloader.DataLoader``'s (``batch_size``,
     ``shuffle``, ``num_workers``, ``drop_last``, ``seed``, ``on_error``,
-    ``ring_slots``, ``worker_scheduling`` and ``worker_nice``: how the
-    workers run beside the trainers that attach, as ``DataLoader``'s). Node arguments: ``trainers`` (lanes), ``name`` (what
+    ``ring_slots``, ``worker_nice``: added to the workers' nice value,
+    Default: 0). Node arguments: ``trainers`` (lanes), ``name`` (what
     trainers attach to; Default: ``"default"``), ``device`` (``"cpu"``: lanes
     in shared host memory; ``"cuda"``: lane r on GPU ``devices[r]``, or
     r % GPUs, shared by CUDA IPC), ``lane_slots`` (batches per lane, Default:
@@ -80,8 +80,7 @@ class NodeLoader:
                  on_error=_options.default("on_error"),
                  ring_slots=_options.default("ring_slots"),
                  hang_timeout=_options.default("hang_timeout_s"), allow_group=None,
-                 cuda_release_timeout=10.0, worker_nice=_options.default("worker_nice"),
-                 worker_scheduling=_options.default("worker_scheduling")):
+                 cuda_release_timeout=10.0, worker_nice=_options.default("worker_nice")):
         source = _native_source(dataset)
         self._source = source  # owns the memfds a converted dataset reads
         options = {
@@ -90,7 +89,6 @@ class NodeLoader:
             "seed": int(seed) & 0xFFFFFFFFFFFFFFFF, "on_error": str(on_error),
             "ring_slots": int(ring_slots), "hang_timeout_s": float(hang_timeout),
             "max_samples_per_epoch": len(dataset), "worker_nice": int(worker_nice),
-            "worker_scheduling": str(worker_scheduling),
         }
         node = {"name": str(name), "trainers": int(trainers), "lane_slots": int(lane_slots),
                 "device": str(device), "first_epoch": int(first_epoch),

@@ -10,6 +10,7 @@ import pathlib
 import re
 
 import pytest
+import torch
 
 import ringloader
 from ringloader import _ringloader
@@ -28,13 +29,13 @@ DATALOADER_KEYWORDS = {
     "held_batches": "held_batches", "device": "device",
     "max_auto_workers": "max_auto_workers",
     "ring_memory_budget_bytes": "ring_memory_budget_bytes",
-    "worker_nice": "worker_nice", "worker_scheduling": "worker_scheduling",
+    "worker_nice": "worker_nice",
 }
 NODE_KEYWORDS = {
     "batch_size": "batch_size", "shuffle": "shuffle", "num_workers": "num_workers",
     "drop_last": "drop_last", "seed": "seed", "on_error": "on_error",
     "ring_slots": "ring_slots", "hang_timeout": "hang_timeout_s",
-    "worker_nice": "worker_nice", "worker_scheduling": "worker_scheduling",
+    "worker_nice": "worker_nice",
 }
 
 
@@ -155,3 +156,19 @@ def test_well_typed_options_pass_as_before():
                                          "batch_size": np.int64(2), "rank": -1,
                                          "hang_timeout_s": 3, "world_size": 1}, 0)
     assert sorted(order) == list(range(10))
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(range(4))
+
+
+@pytest.mark.parametrize("dataset", [torch.utils.data.TensorDataset(torch.arange(4)),
+                                     _Stream()], ids=["map", "iterable"])
+def test_an_unknown_choice_is_refused_by_the_constructor_in_the_native_words(dataset):
+    """An IterableDataset loader makes its native loaders only at iter():
+    its choices are checked at construction all the same."""
+    with pytest.raises(ringloader.OptionError,
+                       match="loader option 'held_batches' must be one of \"spill\", "
+                             "\"raise\", got \"keep\""):
+        ringloader.DataLoader(dataset, batch_size=2, num_workers=1, held_batches="keep")

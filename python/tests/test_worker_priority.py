@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Workers run under SCHED_BATCH beside the trainer
-(DataLoader(worker_scheduling=...), Default: "batch", and worker_nice,
-Default: 0: LoaderOptions::worker_scheduling says why), native and Python
-workers alike; "normal" keeps the trainer's policy, as torch's workers
-have. And an IterableDataset loader's iter() does not wait for every
-worker's start (issue 46, item 1): what a start raises comes at next()."""
+"""Workers run at the trainer's priority plus DataLoader(worker_nice=...)
+(Default: 0, as torch's workers; LoaderOptions::worker_nice weighs it),
+native and Python workers alike, under the trainer's scheduling policy.
+And an IterableDataset loader's iter() does not wait for every worker's
+start (issue 46, item 1): what a start raises comes at next()."""
 import gc
 import os
 import time
@@ -19,13 +18,15 @@ import ringloader
 from conftest import native_worker_children, write_image_folder
 
 
-def _nice(pid=0):
-    return os.getpriority(os.PRIO_PROCESS, pid)
-
-
 def _scheduling(pid=0):
     """(policy, nice) of process `pid` (0: this one)."""
-    return os.sched_getscheduler(pid), _nice(pid)
+    return os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid)
+
+
+def _expected(worker_nice):
+    """What workers given `worker_nice` (None: the default) run under."""
+    policy, nice = _scheduling()
+    return policy, min(nice + (worker_nice or 0), 19)
 
 
 class SchedulingRows(Dataset):
@@ -44,36 +45,21 @@ class SchedulingStream(IterableDataset):
             yield torch.tensor(_scheduling())
 
 
-# keyword arguments -> (policy, nice added) the workers run under; None:
-# the trainer's policy
-SCHEDULINGS = {
-    "default": ({}, (os.SCHED_BATCH, 0)),
-    "normal": ({"worker_scheduling": "normal"}, (None, 0)),
-    "nice": ({"worker_nice": 3}, (os.SCHED_BATCH, 3)),
-    "normal-nice": ({"worker_scheduling": "normal", "worker_nice": 3}, (None, 3)),
-}
-
-
-def _expected(added):
-    policy, nice = added
-    return (os.sched_getscheduler(0) if policy is None else policy, min(_nice() + nice, 19))
-
-
 @pytest.mark.parametrize("dataset", [SchedulingRows(), SchedulingStream()],
                          ids=["map", "iterable"])
-@pytest.mark.parametrize("case", list(SCHEDULINGS))
-def test_python_workers_run_as_worker_scheduling_and_worker_nice_say(dataset, case):
+@pytest.mark.parametrize("worker_nice", [None, 0, 3])
+def test_python_workers_run_worker_nice_below_the_trainer(dataset, worker_nice):
     trainer = _scheduling()
-    extra, added = SCHEDULINGS[case]
+    extra = {} if worker_nice is None else {"worker_nice": worker_nice}
     loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, **extra)
     seen = {tuple(row.tolist()) for batch in loader for row in batch}
-    assert seen == {_expected(added)}
+    assert seen == {_expected(worker_nice)}
     assert _scheduling() == trainer
 
 
 def _settle(pids_now, expected):
-    """Each worker sets its scheduling as it starts, before its first
-    sample: one that took no batch yet may be a moment behind."""
+    """Each worker lowers itself as it starts, before its first sample: one
+    that took no batch yet may be a moment behind."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         pids = pids_now()
@@ -83,17 +69,17 @@ def _settle(pids_now, expected):
     return pids
 
 
-@pytest.mark.parametrize("case", list(SCHEDULINGS))
-def test_native_workers_run_as_worker_scheduling_and_worker_nice_say(tmp_path, case):
+@pytest.mark.parametrize("worker_nice", [None, 0, 5])
+def test_native_workers_run_worker_nice_below_the_trainer(tmp_path, worker_nice):
     folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
     dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
                                                                  T.ToTensor()]))
-    extra, added = SCHEDULINGS[case]
+    extra = {} if worker_nice is None else {"worker_nice": worker_nice}
     loader = ringloader.DataLoader(dataset, batch_size=4, num_workers=2, **extra)
     assert len(list(loader)) == 2
-    pids = _settle(loader.worker_pids, _expected(added))
+    pids = _settle(loader.worker_pids, _expected(worker_nice))
     assert len(pids) == 2
-    assert {_scheduling(pid) for pid in pids} == {_expected(added)}
+    assert {_scheduling(pid) for pid in pids} == {_expected(worker_nice)}
     del loader
 
 
@@ -104,15 +90,6 @@ def test_a_worker_nice_out_of_range_is_refused(dataset, worker_nice):
     with pytest.raises(ringloader.OptionError, match="worker_nice must be in"):
         list(ringloader.DataLoader(dataset, batch_size=4, num_workers=1,
                                    worker_nice=worker_nice))
-
-
-@pytest.mark.parametrize("dataset", [SchedulingRows(), SchedulingStream()],
-                         ids=["map", "iterable"])
-def test_an_unknown_worker_scheduling_is_refused_by_the_constructor(dataset):
-    with pytest.raises(ringloader.OptionError,
-                       match="'worker_scheduling' must be one of \"batch\", \"normal\", "
-                             "got \"fifo\""):
-        ringloader.DataLoader(dataset, batch_size=4, num_workers=1, worker_scheduling="fifo")
 
 
 class SlowSecondStart(IterableDataset):
@@ -217,7 +194,7 @@ def test_a_dataset_the_workers_cannot_unpickle_raises_at_next_with_its_type(tmp_
     assert [batch.tolist() for batch in loader] == [[0, 1], [0, 1], [2, 3], [2, 3]]
 
 
-def test_a_node_loaders_workers_run_as_worker_scheduling_and_worker_nice_say(tmp_path):
+def test_a_node_loaders_workers_run_worker_nice_below_its_trainers(tmp_path):
     folder = write_image_folder(str(tmp_path / "images"), classes=2, per_class=4)
     dataset = ringloader.datasets.ImageFolder(folder, T.Compose([T.CenterCrop(8),
                                                                  T.ToTensor()]))
@@ -227,7 +204,6 @@ def test_a_node_loaders_workers_run_as_worker_scheduling_and_worker_nice_say(tmp
     with ringloader.NodeLoader(dataset, batch_size=4, num_workers=2, name=name,
                                worker_nice=3) as node:
         node.start()
-        expected = _expected((os.SCHED_BATCH, 3))
-        pids = _settle(lambda: set(native_worker_children()) - others, expected)
+        pids = _settle(lambda: set(native_worker_children()) - others, _expected(3))
         assert len(pids) == 2
-        assert {_scheduling(pid) for pid in pids} == {expected}
+        assert {_scheduling(pid) for pid in pids} == {_expected(3)}

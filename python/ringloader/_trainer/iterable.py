@@ -101,8 +101,7 @@ class _StreamWorker(_python_workers.PythonWorkers):
         self.batching = {"padded": False, "max_batch_bytes": stream["max_batch_bytes"]}
         self.extra = {"worker_init_fn": None, "seed": 0, "num_workers": 1,
                       "batch_size": 1, "iterable": stream,
-                      "worker_nice": options.get("worker_nice", 0),
-                      "worker_scheduling": options.get("worker_scheduling", "normal")}
+                      "worker_nice": options.get("worker_nice", 0)}
         self.native = self.batch_structure = self.server = None
         self.encoded_start = 0
         self.payload = self._pickle(pickled or dataset)

@@ -94,8 +94,7 @@ class PythonWorkers:
                       "batch_size": options["batch_size"],
                       "batch_mode": batching["mode"], "collate_fn": batching["collate_fn"],
                       "collate_in_trainer": batching["collate_in_trainer"],
-                      "seeding": seeding, "worker_nice": options.get("worker_nice", 0),
-                      "worker_scheduling": options.get("worker_scheduling", "normal")}
+                      "seeding": seeding, "worker_nice": options.get("worker_nice", 0)}
         self.iterated = False
         self.native = self.batch_structure = self.records = None
         self.encoded_start = 0

@@ -40,7 +40,6 @@ TEST(OptionSpecs, DefaultsAreLoaderOptionsDefaults) {
   EXPECT_EQ(defaults["held_batches"], "spill");
   EXPECT_EQ(defaults["on_error"], "raise");
   EXPECT_EQ(defaults["device"], "cpu");
-  EXPECT_EQ(defaults["worker_scheduling"], "batch");
   EXPECT_EQ(defaults["worker_nice"], 0);
 }
 
@@ -55,7 +54,6 @@ TEST(OptionSpecs, RoundTripsEveryField) {
   options.worker_executable = "/bin/worker";
   options.hang_timeout_s = 2.5;
   options.on_error = OnError::kSkip;
-  options.worker_scheduling = WorkerScheduling::kNormal;
   options.rank = 3;
   options.world_size = 4;
   options.device = "cuda:1";
@@ -66,7 +64,6 @@ TEST(OptionSpecs, RoundTripsEveryField) {
   EXPECT_EQ(back.seed, ~uint64_t{0});
   EXPECT_EQ(back.held_batches, HeldBatches::kRaise);
   EXPECT_EQ(back.on_error, OnError::kSkip);
-  EXPECT_EQ(back.worker_scheduling, WorkerScheduling::kNormal);
   EXPECT_EQ(back.device_normalize_mean, (std::vector<double>{0.5, 0.25}));
 }
 
@@ -82,7 +79,6 @@ TEST(OptionSpecs, MistypedOptionIsNamed) {
       {"num_workers", int64_t{1} << 40}, {"seed", -1},      {"shuffle", 1},
       {"hang_timeout_s", "slow"}, {"worker_executable", 3}, {"on_error", "ignore"},
       {"held_batches", true},   {"device_normalize_std", json{0.5, "x"}},
-      {"worker_scheduling", "fifo"},
       {"device_normalize_mean", 0.5}, {"max_image_pixels", nullptr},
   };
   for (const auto& [name, value] : cases) {
