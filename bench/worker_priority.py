@@ -46,30 +46,32 @@ def _transform():
                       T.Normalize([0.5] * 3, [0.25] * 3)])
 
 
+def _urls(root):
+    return os.path.join(root, f"shard-{{000..{clients_streams.SHARDS * SCALE - 1:03d}}}.tar")
+
+
 def _loader(case, side, root):
-    import torch.utils.data
-    import ringloader
-    if case == "native" and side != "torch":
-        urls = os.path.join(root, f"shard-{{000..{clients_streams.SHARDS * SCALE - 1:03d}}}.tar")
-        dataset = ringloader.datasets.TarShards(urls, _transform())
-    elif case == "native":
-        dataset = _torch_native_twin(root, _transform())
-    else:
-        dataset = clients_streams.dataset_for("wds", root, SCALE)
+    """torch's side never imports ringloader (its zygote would start)."""
     if side == "torch":
-        return torch.utils.data.DataLoader(dataset, batch_size=clients_streams.BATCH,
+        import torch.utils.data
+        return torch.utils.data.DataLoader(_torch_dataset(case, root),
+                                           batch_size=clients_streams.BATCH,
                                            num_workers=clients_streams.WORKERS)
+    import ringloader
+    dataset = ringloader.datasets.TarShards(_urls(root), _transform()) \
+        if case == "native" else clients_streams.dataset_for("wds", root, SCALE)
     return ringloader.DataLoader(dataset, batch_size=clients_streams.BATCH,
                                  num_workers=clients_streams.WORKERS, **SIDES[side])
 
 
-def _torch_native_twin(root, transform):
-    """The native case's work for torch: the same JPEGs decoded by Pillow
-    and the same torchvision transforms, through WebDataset."""
+def _torch_dataset(case, root):
+    """For native, the same JPEGs decoded by Pillow and the same torchvision
+    transforms, through WebDataset."""
+    if case != "native":
+        return clients_streams.dataset_for("wds", root, SCALE)
     import webdataset as wds
-    urls = os.path.join(root, f"shard-{{000..{clients_streams.SHARDS * SCALE - 1:03d}}}.tar")
-    return wds.WebDataset(urls, shardshuffle=False, empty_check=False) \
-        .decode("pil").to_tuple("jpg", "cls").map_tuple(transform, int)
+    return wds.WebDataset(_urls(root), shardshuffle=False, empty_check=False) \
+        .decode("pil").to_tuple("jpg", "cls").map_tuple(_transform(), int)
 
 
 def child(case, side, root, epochs):
