@@ -76,11 +76,11 @@ struct RINGLOADER_EXPORT LoaderOptions {
   // Added to each worker process's nice value (setpriority), Python
   // workers included. 0 keeps the trainer's priority, as torch's workers
   // do. Above 0 a trainer waking for its next batch gets a core sooner
-  // (2 cores, one other busy process: its p99 wait 3.56 ms at 0, 0.74 ms
+  // (2 cores, one other busy process: its p99 wait 3.29 ms at 0, 0.41 ms
   // at 5), but the workers also yield their share to every other busy
   // process, another job on the machine or the trainer's own intra-op
   // threads, which spin after each parallel region (there, a WebDataset
-  // stream in Python workers ran at 1.28x torch's speed at 0, 0.92x at 5;
+  // stream in Python workers ran at 1.21x torch's speed at 0, 0.89x at 5;
   // bench/worker_priority.py, docs/drop_in.md, "Workers and other
   // processes"). 0 to 19. Default: 0.
   int worker_nice = 0;
