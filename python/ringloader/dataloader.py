@@ -243,7 +243,7 @@ class DataLoader(torch.utils.data.DataLoader):
         # Iterable workers are always seeded as torch's (_iterable_worker).
         _seeding.check(s["seeding"], None)
         _iterable_arguments.check_arguments(s["shuffle"], s["sampler"], s["batch_sampler"],
-                                  batch_size, drop_last)
+                                            batch_size, drop_last)
         self.dataset, self.num_workers, self.timeout = s["dataset"], num_workers, s["timeout"]
         self.batch_size, self.drop_last = batch_size, drop_last
         self.sampler, self.batch_sampler = _iterable_arguments.samplers(batch_size, drop_last)

@@ -126,8 +126,8 @@ def test_iter_does_not_wait_for_every_workers_start(tmp_path):
     assert batches == [[0, 1], [0, 1], [2, 3], [2, 3]]
 
 
-class RefusedInWorkers(IterableDataset):
-    """Refuses to be unpickled while `flag` exists."""
+class RefusedWhileFlagged:
+    """Refuses to be unpickled while the file `flag` exists."""
 
     def __init__(self, flag):
         self.flag = flag
@@ -137,20 +137,14 @@ class RefusedInWorkers(IterableDataset):
         if os.path.exists(self.flag):
             raise ValueError("refused in the worker")
 
+
+class RefusedInWorkers(RefusedWhileFlagged, IterableDataset):
     def __iter__(self):
         yield from range(4)
 
 
-class RefusedCollate:
-    """torch's default collate; refuses to be unpickled while `flag` exists."""
-
-    def __init__(self, flag):
-        self.flag = flag
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if os.path.exists(self.flag):
-            raise ValueError("refused in the worker")
+class RefusedCollate(RefusedWhileFlagged):
+    """torch's default collate, refused while flagged."""
 
     def __call__(self, batch):
         return default_collate(batch)
