@@ -80,3 +80,47 @@ def test_a_library_that_fails_its_warm_up_fails_no_loader(tmp_path):
         print("survived")
     """, tmp_path)
     assert survived == "survived"
+
+
+def test_a_waiting_spare_imports_pillow_where_the_trainer_has_webdataset(tmp_path):
+    # _WarmUp's likely step runs only while the spare waits: finish() (its
+    # payload came at once) leaves it to the worker, which may need no image.
+    seen = _run("""
+        import socket, sys, types
+        assert "PIL.Image" not in sys.modules
+        from ringloader._workers import worker_fork
+        waits, never = socket.socketpair()
+        worker_fork._WarmUp().finish()
+        print("PIL.Image" in sys.modules)
+        worker_fork._WarmUp().until_readable(waits)  # nothing comes: every step
+        print("PIL.Image" in sys.modules)
+        sys.modules["webdataset"] = types.ModuleType("webdataset")
+        worker_fork._WarmUp().finish()
+        print("PIL.Image" in sys.modules)
+        worker_fork._WarmUp().until_readable(waits)
+        print("PIL.Image" in sys.modules and "PIL.JpegImagePlugin" in sys.modules)
+    """, tmp_path)
+    assert seen == ["False", "False", "False", "True"]
+
+
+def test_a_streams_worker_started_after_a_pause_has_pillow_at_its_first_item(tmp_path):
+    # The trainer imported webdataset (a stand-in here), not Pillow; a script
+    # builds its model between DataLoader() and iter(): the spares import
+    # Pillow meanwhile, not at the first image.
+    first, = _run("""
+        import sys, time, types
+        import torch
+        sys.modules["webdataset"] = types.ModuleType("webdataset")
+        from ringloader import DataLoader
+
+        class Asks(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                yield torch.tensor(int("PIL.Image" in sys.modules))
+
+        if __name__ == "__main__":
+            assert "PIL.Image" not in sys.modules
+            loader = DataLoader(Asks(), batch_size=1, num_workers=1)
+            time.sleep(2.0)
+            print(",".join(str(int(batch)) for batch in loader))
+    """, tmp_path)
+    assert first == "1"

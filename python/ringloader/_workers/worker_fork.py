@@ -21,6 +21,7 @@ is always its stream's first batch, so it makes that batch as soon as it
 has its payload, and attaches to the ring at the first item after the
 stub's descriptors come (_iterable_worker.serve_spare).
 """
+import itertools
 import os
 import pickle
 import select
@@ -34,6 +35,7 @@ from ringloader._workers import dataset_bytes as _dataset_bytes
 from ringloader._workers import stub_gate as _stub_gate
 from ringloader._workers.frames import recv_exact
 from ringloader._workers.fork_hygiene import apply_header, die_with_parent, set_name
+from ringloader._workers.library_warmup import import_image_decoders
 from ringloader._workers.torch_seeding import import_seeded_modules, seeding_source_reads
 
 _ASSIGNMENT = struct.Struct("<qq")  # index, process group
@@ -204,15 +206,18 @@ class _WarmUp:
     (cpuinfo reads /proc/cpuinfo at the first dtype conversion, 5-15 ms;
     torch's own workers inherit it from their iterator's base seed draw in
     the trainer, but a server forked when the loader was built predates
-    that draw)."""
+    that draw). Then, only while it still waits, what the worker will
+    likely import (library_warmup.import_image_decoders): finish() leaves
+    that to the worker, which may never need it."""
 
     def __init__(self):
         import torch
         self._steps = iter([import_seeded_modules, *seeding_source_reads(),
                             lambda: torch.zeros(1, dtype=torch.uint8).float()])
+        self._likely = iter([import_image_decoders])
 
     def until_readable(self, channel):
-        for step in self._steps:
+        for step in itertools.chain(self._steps, self._likely):
             step()
             if select.select([channel], [], [], 0)[0]:
                 return  # the rest, if any, after that message
