@@ -190,3 +190,13 @@ def test_the_real_tqdm_monitor_is_recognised():
         assert not _unsafe(monitor)
     finally:
         bar.close()  # the last bar: tqdm ends its monitor
+
+
+def test_the_lines_naming_openblas_are_found_once_each_in_any_case():
+    maps = ("7f00-7f10 r--p 0 08:01 1 /opt/openblas/libopenblas.so.0\n"
+            "7f10-7f20 rw-p 0 00:00 0 \n"
+            "7f20-7f30 r-xp 0 08:01 2 /usr/lib/libtorch.so\n"
+            "7f30-7f40 r--p 0 08:01 3 /site/numpy.libs/libscipy_OpenBLAS64_-ab.so")
+    assert list(fork_threads._lines_naming(maps, "openblas")) == [
+        maps.splitlines()[0], maps.splitlines()[3]]
+    assert list(fork_threads._lines_naming("", "openblas")) == []
