@@ -9,6 +9,7 @@
 #include "loader/node/node_order.h"
 #include "loader/node/node_socket.h"
 #include "loader/trainer/ring_sizing.h"
+#include "ringloader/errors.h"
 
 namespace ringloader::node {
 
