@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
     auto config = ringloader::worker::WorkerConfig::from_json_text(
         ringloader::ring::SharedRegion::read_text_fd(args.config_fd));
     close(args.config_fd);
-    // Lowered before the first sample: a worker never runs ahead of the
-    // trainer (LoaderOptions::worker_nice). Failure leaves it as it is.
+    // Before the first sample, so the threads the loop starts inherit it
+    // (LoaderOptions::worker_nice weighs the trade). A refusal leaves the
+    // worker at the trainer's priority.
     if (config.worker_nice > 0) {
       errno = 0;
       const int current = getpriority(PRIO_PROCESS, 0);
